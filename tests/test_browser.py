@@ -1,0 +1,286 @@
+"""The keyboard flow of an oncall, in Debian's Chromium: inbox, issue page, a/e/x and j/k.
+
+The app runs in pytest-django's live server; its GitHub is the HTTP stand-in; Celery tasks run
+eagerly in the server's thread, so a decision's write reaches the stand-in during the request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect, sync_playwright
+
+from tests.factories import PT2_BODY, raw_issue
+from triage.models import Proposal, Queue
+from triage.tasks import sync_queue
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from playwright.sync_api import Browser, Page
+
+    from triage.standins.github import GitHubStandIn
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True, serialized_rollback=True),
+]
+
+REPO = "pytorch/pytorch"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+# Newest first is the inbox's default order, so the newest issue is the first row.
+NUMBERS = (4103, 4102, 4101)
+TITLES = {
+    4103: "torch.compile graph-breaks on dict.items() in a training loop",
+    4102: "Graph break on dict.items() inside a compiled optimizer step",
+    4101: "dict.items() iteration is unsupported under torch.compile",
+}
+TIMEOUT_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    # Playwright's sync API keeps an event loop on this thread; the ORM calls of the tests that
+    # follow are still synchronous.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=os.environ.get("PLAYWRIGHT_CHROMIUM", "/usr/bin/chromium"),
+            headless=True,
+            args=CHROMIUM_ARGS,
+        )
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: Any) -> Iterator[Page]:
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def _ensure_default_queues() -> None:
+    """A flush by an earlier transactional test may have removed the migration's rows."""
+    migration = importlib.import_module("triage.migrations.0002_default_queues")
+    if not Queue.objects.filter(slug="pt2").exists():
+        from django.apps import apps
+
+        migration.create_queues(apps, None)
+
+
+@pytest.fixture
+def proposals(standin: GitHubStandIn, oncall: Any) -> dict[int, Proposal]:
+    """Three pt2 issues on the stand-in, synced and proposed; by issue number."""
+    _ensure_default_queues()
+    now = timezone.now().replace(microsecond=0)
+    for age, number in enumerate(NUMBERS, start=1):
+        created = now - timedelta(hours=age)
+        standin.add_issue(
+            REPO,
+            raw_issue(number, title=TITLES[number], body=PT2_BODY, created=created),
+        )
+    sync_queue.delay(Queue.objects.get(slug="pt2").pk)
+    found = {
+        p.issue.number: p
+        for p in Proposal.objects.filter(
+            queue__slug="pt2", status=Proposal.Status.PENDING
+        ).select_related("issue")
+    }
+    assert sorted(found) == sorted(NUMBERS), "the sync did not propose the three issues"
+    for proposal in found.values():
+        assert proposal.add_labels, f"the pt2 rubric proposed nothing for {proposal.issue}"
+    return found
+
+
+def _log_in(page: Page) -> None:
+    page.goto("/login/")
+    page.fill("#id_username", "oncall")
+    page.fill("#id_password", "pw")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator("header.top .who")).to_contain_text("oncall")
+
+
+def _proposal_url(proposal: Proposal) -> re.Pattern[str]:
+    return re.compile(rf"/p/{proposal.pk}/(\?|$)")
+
+
+def _expect_issue(page: Page, proposal: Proposal) -> None:
+    expect(page).to_have_url(_proposal_url(proposal))
+    expect(page.locator("#issue h1")).to_contain_text(f"#{proposal.issue.number}")
+    expect(page.locator("#issue h1")).to_contain_text(proposal.issue.title)
+
+
+def _wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT_MS / 1000) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _mark_document(page: Page) -> None:
+    """Survives htmx swaps, not a full page load."""
+    page.evaluate("window.__sameDocument = true")
+
+
+def _same_document(page: Page) -> bool:
+    return bool(page.evaluate("window.__sameDocument === true"))
+
+
+def test_accept_with_a_opens_the_next_issue_and_applies_the_labels(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
+) -> None:
+    first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
+    _log_in(page)
+    page.goto("/q/pt2/")
+    expect(page.locator("#left")).to_have_text("3 left")
+    page.keyboard.press("j")
+    _expect_issue(page, first)
+    _mark_document(page)
+
+    page.keyboard.press("a")
+
+    _expect_issue(page, second)
+    assert _same_document(page), "accepting reloaded the whole page"
+    card = page.locator(".decision-card").filter(has_text=f"#{first.issue.number}")
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text("accepted by oncall")
+    expect(card).to_contain_text("Applied on GitHub")
+    for label in first.add_labels:
+        expect(card.locator(".chip.add")).to_contain_text([label])
+    expect(page.locator(".issue-nav .count")).to_have_text("2 left")
+    labels = standin.label_names(REPO, first.issue.number)
+    assert set(first.add_labels) <= set(labels), labels
+    assert "oncall: pt2" in labels
+    # The next issue is untouched.
+    assert standin.label_names(REPO, second.issue.number) == ["oncall: pt2"]
+
+
+def test_edit_with_e_writes_exactly_the_edited_labels(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
+) -> None:
+    first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
+    dropped = first.add_labels[0]
+    kept = first.add_labels[1:]
+    added = "module: inductor"
+    assert added not in first.add_labels
+    _log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+    panel = page.locator("#edit-panel")
+    expect(panel).not_to_have_attribute("open", re.compile(".*"))
+
+    page.keyboard.press("e")
+
+    expect(panel).to_have_attribute("open", "")
+    label_input = panel.locator("input.label-input").first
+    expect(label_input).to_be_focused()
+    # Typed letters that are also shortcuts (a, e, j, k, r, x) must go into the field.
+    page.keyboard.type(added)
+    expect(label_input).to_have_value(added)
+    _expect_issue(page, first)
+    proposed = panel.locator(f'input[type=checkbox][name=add][value="{dropped}"]')
+    expect(proposed).to_be_checked()
+    proposed.uncheck()
+    panel.get_by_role("button", name="Approve edit").click()
+
+    _expect_issue(page, second)
+    card = page.locator(".decision-card").filter(has_text=f"#{first.issue.number}")
+    expect(card).to_contain_text("edited by oncall")
+    expect(card).to_contain_text("Applied on GitHub")
+    expected = sorted({"oncall: pt2", added, *kept})
+    _wait_for(
+        lambda: sorted(standin.label_names(REPO, first.issue.number)) == expected,
+        f"the stand-in's labels of #{first.issue.number} to become {expected}",
+    )
+    assert dropped not in standin.label_names(REPO, first.issue.number)
+
+
+def test_j_and_k_move_between_issues_without_a_page_load(
+    page: Page, proposals: dict[int, Proposal]
+) -> None:
+    first, second, third = (proposals[n] for n in NUMBERS)
+    _log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+    expect(page.locator("a[rel=prev]")).to_have_count(0)
+    _mark_document(page)
+
+    page.keyboard.press("j")
+    _expect_issue(page, second)
+    page.keyboard.press("j")
+    _expect_issue(page, third)
+    expect(page.locator("a[rel=next]")).to_have_count(0)
+    page.keyboard.press("j")  # the last issue: nothing to go to
+    page.keyboard.press("k")
+    _expect_issue(page, second)
+    page.keyboard.press("k")
+    _expect_issue(page, first)
+
+    assert _same_document(page), "j/k reloaded the whole page instead of swapping it"
+    # Nothing was decided on the way.
+    assert Proposal.objects.filter(pk__in=[first.pk, second.pk, third.pk]).filter(
+        status=Proposal.Status.PENDING
+    ).count() == 3
+    page.go_back()
+    _expect_issue(page, second)
+
+
+def test_escalate_with_x_adds_triage_review(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
+) -> None:
+    first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
+    _log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+
+    page.keyboard.press("x")
+
+    panel = page.locator("#escalate-panel")
+    expect(panel).to_have_attribute("open", "")
+    note = panel.locator("textarea[name=note]")
+    expect(note).to_be_focused()
+    page.keyboard.type("Needs a dynamo owner: seen in three workloads.")
+    panel.get_by_role("button", name="Approve escalation").click()
+
+    _expect_issue(page, second)
+    card = page.locator(".decision-card").filter(has_text=f"#{first.issue.number}")
+    expect(card).to_contain_text("Applied on GitHub")
+    expect(card).to_contain_text("Needs a dynamo owner")
+    expect(card).to_contain_text("escalated by oncall")
+    labels = standin.label_names(REPO, first.issue.number)
+    assert "triage review" in labels, labels
+    assert set(first.add_labels) <= set(labels), labels
+
+
+def test_scratch_kbd(page: Page, proposals: dict[int, Proposal]) -> None:
+    first = proposals[NUMBERS[0]]
+    _log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    print(page.evaluate("""() => { const k = document.querySelector('button.primary kbd'); const s = getComputedStyle(k); return [s.color, s.backgroundColor]; }"""))
+    page.locator("#decide").screenshot(path="/tmp/decide-card.png")
+    # card padding: whitespace?
+    page.keyboard.press("a")
+    expect(page.locator(".decision-card")).to_contain_text("Applied on GitHub")
+    print(page.locator(".decision-card").evaluate("e => e.outerHTML"))

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from tests.factories import make_proposal
+
+pytestmark = pytest.mark.django_db
+
+
+def count_queries(client, url):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(queries)
+
+
+def test_inbox_runs_a_constant_number_of_queries(client, oncall):
+    client.force_login(oncall)
+    make_proposal(number=1)
+    small = count_queries(client, reverse("inbox", args=["pt2"]))
+    for number in range(2, 40):
+        make_proposal(number=number)
+    large = count_queries(client, reverse("inbox", args=["pt2"]))
+    assert small == large == 7
+
+
+def test_issue_page_runs_a_constant_number_of_queries(client, oncall):
+    client.force_login(oncall)
+    first = make_proposal(number=1, comments=["one", "two"])
+    small = count_queries(client, reverse("proposal", args=[first.pk]))
+    for number in range(2, 40):
+        make_proposal(number=number, comments=["a comment"] * 5)
+    large = count_queries(client, reverse("proposal", args=[first.pk]))
+    assert small == large == 8
+
+
+def test_a_one_megabyte_body_stays_usable(client, oncall):
+    client.force_login(oncall)
+    trace = '  File "/opt/torch/_inductor/graph.py", line 1, in run\n' * 20_000
+    body = "### 🐛 Describe the bug\n\n```\n" + trace[: 1_000_000] + "\n```\n"
+    assert len(body) > 1_000_000
+    proposal = make_proposal(number=77, body=body)
+
+    started = time.perf_counter()
+    issue_page = client.get(reverse("proposal", args=[proposal.pk]))
+    inbox = client.get(reverse("inbox", args=["pt2"]))
+    elapsed = time.perf_counter() - started
+
+    assert issue_page.status_code == inbox.status_code == 200
+    assert len(issue_page.content) < 400_000
+    assert b"longer than the console renders" in issue_page.content
+    assert len(inbox.content) < 50_000
+    assert elapsed < 2.0

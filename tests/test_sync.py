@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.factories import REPO, make_user, raw_issue
+from triage.models import Issue, Proposal, Queue
+from triage.tasks import sync_queue
+
+pytestmark = pytest.mark.django_db
+
+
+def recent(minutes_ago: int):
+    return timezone.now() - timedelta(minutes=minutes_ago)
+
+
+def sync(slug: str, capture) -> Queue:
+    queue = Queue.objects.get(slug=slug)
+    with capture(execute=True):
+        sync_queue.delay(queue.pk)
+    queue.refresh_from_db()
+    return queue
+
+
+def test_sync_reads_the_queue_and_proposes(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60), comments=["+1, same here"]))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50), labels=["oncall: distributed"]))
+    standin.add_issue(REPO, raw_issue(3, created=recent(40), labels=["oncall: pt2", "triaged"]))
+
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+
+    assert queue.sync_state == Queue.SyncState.IDLE
+    assert queue.sync_seen == 2  # 1 and 3 carry oncall: pt2; the label filter ran on "GitHub"
+    pending = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
+    assert [p.issue.number for p in pending] == [1]
+    assert Issue.objects.get(number=1).comments[0]["body"] == "+1, same here"
+    listing = [r for r in standin.requests if r.path == f"/repos/{REPO}/issues"][0]
+    assert listing.query["labels"] == "oncall: pt2"
+    assert listing.query["sort"] == "updated"
+
+
+def test_second_sync_is_incremental_and_sees_relabelled_issues(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50)))
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+    cursor = queue.sync_cursor
+
+    # A human triages #1 on GitHub; #2 does not change.
+    standin.set_labels(REPO, 1, ["oncall: pt2", "triaged", "module: dynamo"])
+    standin.reset_log()
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+
+    listing = [r for r in standin.requests if r.path == f"/repos/{REPO}/issues"][0]
+    assert listing.query["since"] == cursor.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert listing.query["state"] == "all"
+    # `since` is inclusive: the last issue of the previous sync is read once more, harmlessly.
+    assert queue.sync_seen == 2
+    first = Proposal.objects.get(issue__number=1)
+    assert first.status == Proposal.Status.WITHDRAWN
+    assert Proposal.objects.get(issue__number=2).status == Proposal.Status.PENDING
+
+
+def test_an_edited_issue_gets_a_fresh_proposal(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    standin.edit_issue(REPO, 1, body="It now segfaults: Segmentation fault (core dumped)")
+    sync("pt2", django_capture_on_commit_callbacks)
+
+    old, new = Proposal.objects.filter(issue__number=1).order_by("pk")
+    assert old.status == Proposal.Status.SUPERSEDED
+    assert new.status == Proposal.Status.PENDING
+    assert "triage review" in new.add_labels
+    assert new.input_hash != old.input_hash
+
+
+def test_a_decided_issue_is_not_reproposed_when_edited(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    proposal = Proposal.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        proposal.decide(
+            kind="reject", user=make_user("o", oncall=True), add_labels=[], remove_labels=[],
+            comment_body="", close=False, note="wrong component",
+        )
+    standin.edit_issue(REPO, 1, body="Segmentation fault (core dumped)")
+    sync("pt2", django_capture_on_commit_callbacks)
+
+    assert Proposal.objects.count() == 1
+    assert Issue.objects.get(number=1).body.startswith("Segmentation fault")
+
+
+def test_a_new_rubric_version_reproposes_pending_but_not_decided(
+    standin, django_capture_on_commit_callbacks
+):
+    from triage.tasks import repropose_stale
+
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    first, second = Proposal.objects.order_by("issue__number")
+    first.decide(
+        kind="reject", user=make_user("o", oncall=True), add_labels=[], remove_labels=[],
+        comment_body="", close=False, note="no",
+    )
+    Proposal.objects.update(rubric_version="an-older-version")
+    repropose_stale.delay()
+
+    assert Proposal.objects.filter(issue__number=1).count() == 1
+    assert Proposal.objects.filter(issue__number=2, status=Proposal.Status.PENDING).get().pk != second.pk
+
+
+def test_the_untriaged_queue_excludes_oncall_labels(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60), labels=[]))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50), labels=["oncall: jit"]))
+    standin.add_issue(REPO, raw_issue(3, created=recent(40), labels=["module: docs"]))
+    sync("triage", django_capture_on_commit_callbacks)
+
+    pending = Proposal.objects.filter(queue__slug="triage", status=Proposal.Status.PENDING)
+    assert sorted(p.issue.number for p in pending) == [1, 3]
+
+
+def test_a_rate_limited_sync_retries_and_keeps_progress(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    standin.inject("GET", r"/issues$", 403, retry_after=7)
+    queue = Queue.objects.get(slug="pt2")
+    with django_capture_on_commit_callbacks(execute=True):
+        sync_queue.apply(args=[queue.pk], throw=False)
+    queue.refresh_from_db()
+    # Eager mode retried at once; a worker would have waited the 7 s it was told.
+    assert queue.sync_state == Queue.SyncState.IDLE
+    assert Proposal.objects.filter(queue=queue).count() == 1
+
+
+def test_a_permanent_sync_failure_is_shown(standin, django_capture_on_commit_callbacks):
+    standin.inject("GET", r"/repos/pytorch/pytorch$", 404)
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+    assert queue.sync_state == Queue.SyncState.FAILED
+    assert "404" in queue.sync_error
+
+
+def test_a_running_sync_is_not_started_twice(standin):
+    queue = Queue.objects.get(slug="pt2")
+    assert queue.claim_sync()
+    assert not queue.claim_sync()
+    Queue.objects.filter(pk=queue.pk).update(sync_started_at=timezone.now() - timedelta(hours=1))
+    assert queue.claim_sync()

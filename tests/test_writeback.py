@@ -1,0 +1,252 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import REPO, make_user, raw_issue
+from triage import writeback
+from triage.github import PermanentGitHubError, RetryableGitHubError
+from triage.models import Decision, Proposal, Write
+from triage.proposing import propose
+from triage.tasks import apply_write
+
+pytestmark = pytest.mark.django_db
+
+CRASH_BODY = """Segmentation fault (core dumped) when compiling.
+
+```python
+import torch
+torch.compile(lambda x: x.sin())(torch.randn(3))
+```
+"""
+
+
+def decided(standin, *, kind="accept", body=CRASH_BODY, labels=("oncall: pt2",), **decision):
+    """An issue on the stand-in and in the console, proposed and decided, its write queued."""
+    raw = raw_issue(title="Segfault when compiling sin", body=body, labels=labels)
+    standin.add_issue(REPO, raw)
+    from triage import ingest
+    from triage.models import Queue
+
+    issue, _ = ingest.upsert(REPO, ingest.parse(raw))
+    proposal = propose(issue, Queue.objects.get(slug="pt2"))
+    assert proposal is not None
+    fields = {
+        "add_labels": list(proposal.add_labels),
+        "remove_labels": list(proposal.remove_labels),
+        "comment_body": proposal.comment_body,
+        "close": False,
+        "note": "",
+    } | decision
+    user = make_user(f"oncall-{raw['number']}", oncall=True)
+    made = proposal.decide(kind=kind, user=user, **fields)
+    assert made is not None
+    return raw["number"], made.write
+
+
+def test_accepted_labels_and_comment_are_applied_once(standin):
+    number, write = decided(standin, comment_body="Could you share a reproducer?")
+    write.claim()
+    writeback.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert "triage review" in standin.label_names(REPO, number)
+    comments = standin.comments(REPO, number)
+    assert len(comments) == 1
+    assert write.decision.comment_marker in comments[0]["body"]
+    assert write.sent["added"] == ["triage review"]
+    assert write.sent["comment_id"] == comments[0]["id"]
+    # Running the task again for a settled write does nothing at all.
+    standin.reset_log()
+    apply_write.delay(write.pk)
+    assert standin.requests == []
+
+
+def test_retry_after_lost_answer_posts_no_second_comment(standin):
+    number, write = decided(standin, comment_body="Please share a reproducer.")
+    # The comment reaches GitHub but the label call after it fails: the task will run again.
+    standin.inject("POST", r"/labels$", 502)
+    write.claim()
+    with pytest.raises(RetryableGitHubError):
+        writeback.apply(write)
+    assert len(standin.comments(REPO, number)) == 1
+
+    Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
+    write.refresh_from_db()
+    assert write.claim()
+    writeback.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert len(standin.comments(REPO, number)) == 1
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_human_drift_on_a_touched_label_is_a_conflict_and_writes_nothing(
+    standin, django_capture_on_commit_callbacks
+):
+    number, write = decided(standin)
+    # Meanwhile a human labels the issue on GitHub with the very label the decision adds.
+    standin.set_labels(REPO, number, ["oncall: pt2", "triage review", "high priority"])
+    standin.reset_log()
+    write.claim()
+    with django_capture_on_commit_callbacks(execute=True):
+        writeback.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.CONFLICT
+    assert "triage review" in write.last_error
+    assert standin.writes() == []
+    proposal = write.decision.proposal
+    proposal.refresh_from_db()
+    assert proposal.status != Proposal.Status.DECIDED
+    proposal.issue.refresh_from_db()
+    # The console now knows what GitHub has, and a fresh proposal replaces the conflicted one.
+    assert "high priority" in proposal.issue.labels
+    assert proposal.status == Proposal.Status.SUPERSEDED
+    fresh = Proposal.objects.get(issue=proposal.issue, status=Proposal.Status.PENDING)
+    assert "triage review" not in fresh.add_labels
+
+
+def test_drift_on_other_labels_does_not_block_the_write(standin):
+    number, write = decided(standin)
+    standin.set_labels(REPO, number, ["oncall: pt2", "module: docs"])
+    write.claim()
+    writeback.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert set(standin.label_names(REPO, number)) == {"oncall: pt2", "module: docs", "triage review"}
+
+
+def test_removes_only_approved_labels_still_present(standin):
+    number, write = decided(
+        standin,
+        kind="edit",
+        labels=("oncall: pt2", "module: docs"),
+        add_labels=[],
+        remove_labels=["module: docs"],
+        comment_body="",
+    )
+    write.claim()
+    writeback.apply(write)
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert standin.label_names(REPO, number) == ["oncall: pt2"]
+    assert write.sent["removed"] == ["module: docs"]
+
+
+def test_server_error_then_success(standin):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 503)
+    write.claim()
+    with pytest.raises(RetryableGitHubError) as failure:
+        writeback.apply(write)
+    assert failure.value.retry_after > 0
+
+    Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
+    write.refresh_from_db()
+    write.claim()
+    writeback.apply(write)
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_rate_limit_honours_retry_after(standin):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 403, retry_after=42)
+    write.claim()
+    with pytest.raises(RetryableGitHubError) as failure:
+        writeback.apply(write)
+    assert failure.value.retry_after == 42
+
+
+def test_rate_limit_honours_the_reset_header(standin):
+    import time
+
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 403, rate_limit_reset=int(time.time()) + 120)
+    write.claim()
+    with pytest.raises(RetryableGitHubError) as failure:
+        writeback.apply(write)
+    assert 100 <= failure.value.retry_after <= 122
+
+
+def test_task_retries_a_rate_limit_after_retry_after(standin, caplog):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 429, retry_after=30, times=1)
+    # Eager mode runs Celery's retry at once; a worker would wait the countdown it logs.
+    apply_write.apply(args=[write.pk], throw=False)
+    assert "Retry in 30" in caplog.text
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert write.attempts == 2
+
+
+def test_task_gives_up_after_the_attempt_limit(standin, settings):
+    settings.TRIAGE_WRITE_MAX_ATTEMPTS = 2
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 502, times=5)
+    apply_write.apply(args=[write.pk], throw=False)
+    write.refresh_from_db()
+    assert write.state == Write.State.FAILED
+    assert write.attempts == 2
+    assert "Gave up after 2 attempts" in write.last_error
+
+
+def test_permanent_404_fails_at_once_with_the_reason(standin):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 404, times=5)
+    apply_write.delay(write.pk)
+    write.refresh_from_db()
+    assert write.state == Write.State.FAILED
+    assert "404" in write.last_error
+    assert write.attempts == 1
+    assert standin.writes() == []
+
+
+def test_permanent_error_class_for_422():
+    from github import GithubException
+
+    from triage.github import classify
+
+    error = classify(GithubException(422, {"message": "Validation Failed"}, {}))
+    assert isinstance(error, PermanentGitHubError)
+    assert error.status == 422
+
+
+def test_failed_write_can_be_retried(standin):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 404)
+    apply_write.delay(write.pk)
+    write.refresh_from_db()
+    assert write.state == Write.State.FAILED
+    assert write.requeue()
+    apply_write.delay(write.pk)
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+
+
+def test_rejection_writes_nothing(standin):
+    raw = raw_issue(title="Segfault when compiling sin", body=CRASH_BODY)
+    standin.add_issue(REPO, raw)
+    from triage import ingest
+    from triage.models import Queue
+
+    issue, _ = ingest.upsert(REPO, ingest.parse(raw))
+    proposal = propose(issue, Queue.objects.get(slug="pt2"))
+    assert proposal is not None
+    standin.reset_log()
+    decision = proposal.decide(
+        kind=Decision.Kind.REJECT,
+        user=make_user("rejecter", oncall=True),
+        add_labels=[],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="not a crash, the reporter's driver is broken",
+    )
+    assert decision is not None
+    assert not Write.objects.filter(decision=decision).exists()
+    assert standin.writes() == []

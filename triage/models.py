@@ -1,0 +1,338 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+if TYPE_CHECKING:
+    from triage.rubric.engine import Draft
+
+# A Celery worker that died mid-task leaves its claim behind; after this long another may take over.
+CLAIM_LEASE = timedelta(minutes=5)
+ESCALATION_LABEL = "triage review"
+
+
+class Queue(models.Model):
+    """One oncall queue: which open issues of a repository belong to it and which rubric applies."""
+
+    class SyncState(models.TextChoices):
+        IDLE = "idle"
+        RUNNING = "running"
+        FAILED = "failed"
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    repository = models.CharField(max_length=200, help_text="owner/name on GitHub")
+    require_labels = models.JSONField(
+        default=list, blank=True, help_text="Every one of these labels must be on the issue."
+    )
+    exclude_labels = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='None of these may be on the issue; "prefix*" excludes every label so prefixed.',
+    )
+    rubric = models.CharField(max_length=50, help_text="Directory name under triage/rubrics/")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    # Incremental sync state. The cursor is GitHub's own updated_at, never our clock.
+    sync_cursor = models.DateTimeField(null=True, blank=True)
+    sync_state = models.CharField(max_length=10, choices=SyncState, default=SyncState.IDLE)
+    sync_started_at = models.DateTimeField(null=True, blank=True)
+    sync_finished_at = models.DateTimeField(null=True, blank=True)
+    sync_seen = models.PositiveIntegerField(default=0)
+    sync_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["position", "slug"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def matches(self, labels: list[str], state: str) -> bool:
+        if state != "open":
+            return False
+        present = set(labels)
+        if not set(self.require_labels) <= present:
+            return False
+        for excluded in self.exclude_labels:
+            if excluded.endswith("*"):
+                if any(label.startswith(excluded[:-1]) for label in present):
+                    return False
+            elif excluded in present:
+                return False
+        return True
+
+    def claim_sync(self) -> bool:
+        """Mark this queue as syncing unless a live sync already holds it."""
+        now = timezone.now()
+        claimed = (
+            Queue.objects.filter(pk=self.pk)
+            .filter(
+                ~Q(sync_state=Queue.SyncState.RUNNING) | Q(sync_started_at__lt=now - CLAIM_LEASE)
+            )
+            .update(
+                sync_state=Queue.SyncState.RUNNING, sync_started_at=now, sync_seen=0, sync_error=""
+            )
+        )
+        return claimed == 1
+
+
+class Issue(models.Model):
+    repository = models.CharField(max_length=200)
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=1000)
+    body = models.TextField(blank=True)
+    state = models.CharField(max_length=10, default="open")
+    author = models.CharField(max_length=100, blank=True)
+    html_url = models.URLField(max_length=500, blank=True)
+    labels = models.JSONField(default=list)
+    # [{"id": int, "author": str, "body": str, "created_at": iso}]
+    comments = models.JSONField(default=list)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    synced_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "number"], name="issue_unique_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.repository}#{self.number}"
+
+    @property
+    def content_hash(self) -> str:
+        """What a proposal saw: text, comments and labels. A change to any of them re-proposes."""
+        payload = {
+            "title": self.title,
+            "body": self.body,
+            "state": self.state,
+            "labels": sorted(self.labels),
+            "comments": [[c.get("id"), c.get("body", "")] for c in self.comments],
+        }
+        encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
+        return hashlib.sha256(encoded).hexdigest()
+
+
+class Proposal(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DECIDED = "decided"
+        SUPERSEDED = "superseded"
+        WITHDRAWN = "withdrawn"
+
+    class Tier(models.TextChoices):
+        HIGH = "high"
+        MEDIUM = "medium"
+        LOW = "low"
+
+    issue = models.ForeignKey(Issue, on_delete=models.CASCADE, related_name="proposals")
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="proposals")
+    status = models.CharField(max_length=12, choices=Status, default=Status.PENDING)
+    proposer = models.CharField(max_length=50)
+    proposer_version = models.CharField(max_length=50)
+    rubric_version = models.CharField(max_length=64)
+    input_hash = models.CharField(max_length=64)
+    labels_seen = models.JSONField(default=list)
+
+    add_labels = models.JSONField(default=list)
+    remove_labels = models.JSONField(default=list)
+    comment_template = models.CharField(max_length=100, blank=True)
+    comment_body = models.TextField(blank=True)
+    close = models.BooleanField(default=False)
+    score = models.FloatField()
+    tier = models.CharField(max_length=6, choices=Tier)
+    rationale = models.TextField()
+    # [{"section", "section_title", "rule", "evidence", "source", "start", "end"}]
+    citations = models.JSONField(default=list)
+    # What the policy guard removed: [{"label", "action", "reason"}]
+    dropped = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["issue", "queue"],
+                condition=Q(status="pending"),
+                name="proposal_one_pending_per_issue_queue",
+            )
+        ]
+        indexes = [models.Index(fields=["queue", "status", "score"])]
+
+    def __str__(self) -> str:
+        return f"Proposal {self.pk} for {self.issue}"
+
+    @classmethod
+    def from_draft(cls, issue: Issue, queue: Queue, draft: Draft) -> Proposal:
+        return cls(
+            issue=issue,
+            queue=queue,
+            proposer=draft.proposer,
+            proposer_version=draft.proposer_version,
+            rubric_version=draft.rubric_version,
+            input_hash=issue.content_hash,
+            labels_seen=list(issue.labels),
+            add_labels=list(draft.add),
+            remove_labels=list(draft.remove),
+            comment_template=draft.template,
+            comment_body=draft.comment,
+            close=draft.close,
+            score=draft.score,
+            tier=draft.tier,
+            rationale=draft.rationale,
+            citations=[c.as_dict() for c in draft.citations],
+            dropped=[d.as_dict() for d in draft.dropped],
+        )
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == Proposal.Status.PENDING
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.add_labels or self.remove_labels or self.comment_body or self.close)
+
+    def decide(
+        self,
+        *,
+        kind: str,
+        user: Any,
+        add_labels: list[str],
+        remove_labels: list[str],
+        comment_body: str,
+        close: bool,
+        note: str,
+    ) -> Decision | None:
+        """Record a human decision and, unless it is a rejection, its pending GitHub write.
+
+        Both are committed together (the outbox), and the write task is enqueued only once the
+        transaction commits. Returns None when the proposal was no longer pending (a double
+        submit, or a newer proposal replaced it).
+        """
+        from triage.tasks import apply_write
+
+        if kind == Decision.Kind.ESCALATE and ESCALATION_LABEL not in add_labels:
+            add_labels = [*add_labels, ESCALATION_LABEL]
+        with transaction.atomic():
+            claimed = Proposal.objects.filter(pk=self.pk, status=Proposal.Status.PENDING).update(
+                status=Proposal.Status.DECIDED
+            )
+            if not claimed:
+                return None
+            self.status = Proposal.Status.DECIDED
+            decision = Decision.objects.create(
+                proposal=self,
+                kind=kind,
+                decided_by=user,
+                add_labels=add_labels,
+                remove_labels=remove_labels,
+                comment_body=comment_body,
+                close=close,
+                note=note,
+            )
+            if kind != Decision.Kind.REJECT:
+                write = Write.objects.create(decision=decision)
+                apply_write.delay_on_commit(write.pk)
+        return decision
+
+
+class Decision(models.Model):
+    class Kind(models.TextChoices):
+        ACCEPT = "accept"
+        EDIT = "edit"
+        ESCALATE = "escalate"
+        REJECT = "reject"
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="decisions")
+    kind = models.CharField(max_length=10, choices=Kind)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    decided_at = models.DateTimeField(default=timezone.now)
+    add_labels = models.JSONField(default=list)
+    remove_labels = models.JSONField(default=list)
+    comment_body = models.TextField(blank=True)
+    close = models.BooleanField(default=False)
+    # The escalation note, the reason for a rejection, or an editor's remark.
+    note = models.TextField(blank=True)
+
+    class Meta:
+        permissions = [("decide", "Can decide proposals (oncall)")]
+        indexes = [models.Index(fields=["decided_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of proposal {self.proposal_id}"
+
+    @property
+    def comment_marker(self) -> str:
+        # Hidden in the posted comment so that a retried write finds its own earlier post.
+        return f"<!-- triage-console:decision:{self.pk} -->"
+
+    def diff(self) -> dict[str, list[str]]:
+        """How the approved change differs from what was proposed."""
+        proposal = self.proposal
+        return {
+            "added_by_human": sorted(set(self.add_labels) - set(proposal.add_labels)),
+            "dropped_by_human": sorted(set(proposal.add_labels) - set(self.add_labels)),
+            "removal_added": sorted(set(self.remove_labels) - set(proposal.remove_labels)),
+            "removal_dropped": sorted(set(proposal.remove_labels) - set(self.remove_labels)),
+        }
+
+    @property
+    def comment_changed(self) -> bool:
+        return self.comment_body.strip() != self.proposal.comment_body.strip()
+
+
+class Write(models.Model):
+    """The outbox row of a decision: what must reach GitHub, and what did."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        APPLIED = "applied"
+        FAILED = "failed"
+        CONFLICT = "conflict"
+
+    decision = models.OneToOneField(Decision, on_delete=models.CASCADE, related_name="write")
+    state = models.CharField(max_length=10, choices=State, default=State.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # {"added": [...], "removed": [...], "comment_id": int | None, "closed": bool}
+    sent = models.JSONField(default=dict)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Write {self.pk} ({self.state})"
+
+    @property
+    def is_settled(self) -> bool:
+        return self.state in (Write.State.APPLIED, Write.State.FAILED, Write.State.CONFLICT)
+
+    def claim(self) -> bool:
+        """Take this write for one attempt; False if it is settled or another worker holds it."""
+        now = timezone.now()
+        claimed = (
+            Write.objects.filter(pk=self.pk)
+            .filter(
+                Q(state=Write.State.QUEUED)
+                | Q(state=Write.State.RUNNING, claimed_at__lt=now - CLAIM_LEASE)
+            )
+            .update(state=Write.State.RUNNING, claimed_at=now, attempts=models.F("attempts") + 1)
+        )
+        if claimed:
+            self.refresh_from_db()
+        return claimed == 1
+
+    def requeue(self) -> bool:
+        """Put a failed write back in the queue (the retry button)."""
+        requeued = Write.objects.filter(pk=self.pk, state=Write.State.FAILED).update(
+            state=Write.State.QUEUED, last_error=""
+        )
+        return requeued == 1

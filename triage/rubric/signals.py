@@ -1,0 +1,295 @@
+"""Signals read from an issue's text, each with the exact span that shows it.
+
+A signal is a named fact about an issue ("the traceback has frames in torch/_inductor", "the
+reporter says dynamic=False fixes it"). Rules are conditions on signals; the spans become the
+quoted evidence a proposal cites, so a reviewer sees why a rule fired.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Bots add "cc @user ..." lines after labelling: they say who was notified, not what is wrong.
+CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
+CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
+# "not a regression", "no segfault", "doesn't crash": a negation shortly before the match.
+NEGATION = re.compile(
+    r"\b(not|no|never|without|isn't|doesn't|didn't|don't|nor)\b[^.\n]{0,12}$", re.I
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    signal: str
+    source: str  # "title", "body" or "comment:<id>"
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextSource:
+    name: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignalSpec:
+    name: str
+    description: str
+    pattern: re.Pattern[str]
+    title_only: bool = False
+    negatable: bool = False
+
+
+# Backend ablation phrases, in either order: "aot_eager works", "fails with inductor".
+# `(?<![\w"'])eager` keeps "aot_eager" from counting as the eager backend.
+_BACKEND = r"""(?:backend\s*=\s*)?["'`]?(?<![\w])(?<!aot_){0}(?![\w])["'`]?(?:\s+backend)?"""
+_THEN = r"[\s:,)=-]{0,6}(?:(?:also|still|it|backend)\s+){0,2}"
+_WITH = r"\s+(?:with|on|using|under|for)\s+(?:the\s+)?"
+_WORKS = r"(?:works|passes|is fine|succeeds|runs fine|ok)\b"
+_FAILS = r"(?:fails|errors|crashes|breaks|raises|is wrong)\b"
+
+
+def _spec(
+    name: str, description: str, pattern: str, *, title_only: bool = False, negatable: bool = False
+) -> SignalSpec:
+    return SignalSpec(name, description, re.compile(pattern, re.IGNORECASE), title_only, negatable)
+
+
+# Text signals. Derived signals (computed from these) are in `derive` below.
+SIGNALS: tuple[SignalSpec, ...] = (
+    _spec(
+        "graph_break",
+        "Dynamo could not trace something: Unsupported / graph break",
+        r"torch\._dynamo\.exc\.Unsupported|\bUnsupported: |\bgraph[ _-]breaks?\b",
+    ),
+    _spec("internal_dynamo_error", "InternalTorchDynamoError", r"\bInternalTorchDynamoError\b"),
+    _spec("backend_compiler_failed", "BackendCompilerFailed", r"\bBackendCompilerFailed\b"),
+    _spec(
+        "recompile_limit",
+        "Recompilation limit reached",
+        r"\bRecompileError\b|\b(cache_size_limit|recompile_limit)\b|hit config\.\w*limit",
+    ),
+    _spec(
+        "data_dependent",
+        "Data-dependent guard or symbol",
+        r"GuardOnDataDependentSymNode|data[- ]dependent|\bUnbacked\w*Sym|\bu\d+ \(unbacked",
+    ),
+    _spec(
+        "dynamic_false_fixes",
+        "The reporter says dynamic=False makes it pass",
+        r"dynamic\s*=\s*False[^\n]{0,80}?\b(works|fixes|passes|is fine|succeeds|goes away|no error)"
+        r"|\b(works|passes|fine|succeeds)\b[^\n]{0,40}?dynamic\s*=\s*False",
+    ),
+    _spec(
+        "guard_failure",
+        "Guard failures or SymInt trouble",
+        r"\bguard failure|\bSymInt\b|\bSymFloat\b|\bsymbolic shape",
+    ),
+    _spec("frames_dynamo", "Traceback frames in torch/_dynamo", r"torch/_dynamo/"),
+    _spec("frames_inductor", "Traceback frames in torch/_inductor", r"torch/_inductor/"),
+    _spec(
+        "frames_aot_autograd",
+        "Traceback frames in AOT autograd",
+        r"torch/_functorch/_aot_autograd/|torch/_functorch/aot_autograd\.py",
+    ),
+    _spec(
+        "ablation_aot_eager_works",
+        "The aot_eager backend works",
+        rf"{_BACKEND.format('aot_eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('aot_eager')}",
+    ),
+    _spec(
+        "ablation_inductor_fails",
+        "The inductor backend fails",
+        rf"{_BACKEND.format('inductor')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('inductor')}",
+    ),
+    _spec(
+        "ablation_aot_eager_fails",
+        "The aot_eager backend fails",
+        rf"{_BACKEND.format('aot_eager')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('aot_eager')}",
+    ),
+    _spec(
+        "ablation_eager_works",
+        'The "eager" backend (Dynamo only) works',
+        rf"{_BACKEND.format('eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('eager')}",
+    ),
+    _spec(
+        "cpu_only",
+        "Fails on CPU only",
+        r"\[CPU\]|\bCPU[- ]only\b|only (fails |happens |reproduces )?(on|with) (the )?CPU"
+        r"|works (fine )?on (CUDA|GPU)[^\n.]{0,30}?\bfails on CPU|fails on CPU[^\n.]{0,30}?works (fine )?on (CUDA|GPU)",
+        negatable=True,
+    ),
+    _spec("cuda_scope", "Mentions CUDA or a GPU", r"\bCUDA\b|\bGPU\b|\bcuda:\d|device=[\"']cuda"),
+    _spec(
+        "mkldnn",
+        "MKLDNN / oneDNN codegen",
+        r"\bmkldnn\b|\boneDNN\b|\bcpp_wrapper\b|cpp codegen",
+    ),
+    _spec(
+        "crash",
+        "A crash: segfault, illegal memory access, device-side assert",
+        r"Segmentation fault|\bSIGSEGV\b|illegal memory access|device-side assert|core dumped"
+        r"|\bSIGABRT\b|Fatal Python error",
+        negatable=True,
+    ),
+    _spec(
+        "silent_wrong",
+        "Silently wrong results",
+        r"\b(wrong|incorrect) (results?|outputs?|values|numerics|gradients?)\b|\bsilently\b"
+        r"|outputs? (differs?|mismatch)|accuracy (mismatch|failure|issue)|differs? from eager"
+        r"|\ballclose\b[^\n]{0,30}False|\bmismatched elements\b",
+        negatable=True,
+    ),
+    _spec(
+        "regression",
+        "A regression: it used to work",
+        r"\bused to work\b|\bregress(ion|ed)\b|\bworked (fine )?(in|on|with) (v|version |torch |\d)"
+        r"|\bbroke (in|after|since) \d",
+        negatable=True,
+    ),
+    _spec("fuzzer", "Found by a fuzzer", r"\bfuzz(er|ers|ing|ed)?\b"),
+    _spec(
+        "compile_used",
+        "torch.compile is involved",
+        r"torch\.compile|@torch\.compile|\bdynamo\b|\binductor\b|\bcompiled?\b model",
+    ),
+    _spec(
+        "export_used",
+        "torch.export is involved",
+        r"torch\.export\b|torch\._export\b|\bExportedProgram\b|\bexport\.export\(",
+    ),
+    _spec(
+        "flex_attention", "Flex attention", r"\bflex_attention\b|\bFlexAttention\b|flex attention"
+    ),
+    _spec(
+        "functorch_transform",
+        "A functorch transform (grad, vmap, vjp, jacrev)",
+        r"torch\.func\.\w+|\bfunctorch\b|\bvmap\(|\bjacrev\(|\bjacfwd\(|\bvjp\(",
+    ),
+    _spec("fsdp", "FSDP / fully_shard", r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel"),
+    _spec("ddp", "DistributedDataParallel", r"\bDDP\b|DistributedDataParallel"),
+    _spec(
+        "dtensor",
+        "DTensor / tensor parallel",
+        r"\bDTensor\b|\bdistribute_tensor\b|torch\.distributed\.tensor|parallelize_module"
+        r"|\bShard\(\d\)|\bReplicate\(\)",
+    ),
+    _spec(
+        "c10d",
+        "Process groups, collectives and their backends",
+        r"\bProcessGroup\w*|\ball_reduce\b|\ball_gather\w*|\breduce_scatter\w*|\bbroadcast\("
+        r"|\bNCCL\b|\bGloo\b|init_process_group|\bTCPStore\b|\bc10d\b|\bDeviceMesh\b|init_device_mesh",
+    ),
+    _spec(
+        "elastic", "torchrun / elastic", r"\btorchrun\b|torch\.distributed\.elastic|\belastic agent"
+    ),
+    _spec(
+        "checkpoint",
+        "Distributed checkpointing (DCP, state-dict utilities)",
+        r"torch\.distributed\.checkpoint|\bDCP\b|\bdcp\.(save|load|async_save)"
+        r"|\b(get|set)_(model_|optimizer_)?state_dict\b|\basync_save\b",
+    ),
+    _spec(
+        "pipelining", "Pipeline parallelism", r"torch\.distributed\.pipelining|\bpipeline parallel"
+    ),
+    _spec("rpc", "torch.distributed.rpc", r"torch\.distributed\.rpc|\brpc_sync\b|\brpc_async\b"),
+    _spec(
+        "question_title",
+        "The title asks a question",
+        r"^\s*(how (do|can|to|should)|what is|why does|is (it|there) (a way|possible)|can i)\b|\?\s*$",
+        title_only=True,
+    ),
+    _spec(
+        "question_body",
+        "The body asks how to do something",
+        r"\bhow (do|can|should) (i|we|one)\b|\bis there a way to\b|\bwhat is the (right|best|recommended) way\b",
+    ),
+    _spec(
+        "feature_request",
+        "Asks for new functionality",
+        r"###\s*🚀 The feature|\bfeature request\b|\bplease add (support|an? )|\bwould be (nice|great) to (have|support)",
+    ),
+    _spec(
+        "external_dependency",
+        "The reproducer needs files or setup we do not have",
+        r"\b(my|our) (private |internal )?(model|dataset|checkpoint|weights)\b|\bcannot share\b"
+        r"|\bdownload\w* (the|my)\b|\binternal (code|repo)\b",
+    ),
+)
+
+SIGNAL_NAMES: frozenset[str] = frozenset(
+    {spec.name for spec in SIGNALS}
+    | {
+        "repro_present",
+        "repro_missing",
+        "distributed_any",
+        "no_distributed_api",
+        "inductor_cpu_only",
+    }
+)
+SIGNAL_DESCRIPTIONS: dict[str, str] = {spec.name: spec.description for spec in SIGNALS} | {
+    "repro_present": "A code block that imports torch",
+    "repro_missing": "No self-contained reproducer",
+    "distributed_any": "Uses a torch.distributed API",
+    "no_distributed_api": "No torch.distributed API is used",
+    "inductor_cpu_only": "Inductor fails, on CPU only",
+}
+
+
+def mask_cc_lines(text: str) -> str:
+    # Blank out rather than delete, so every span still points into the original text.
+    return CC_LINE.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def _negated(text: str, start: int) -> bool:
+    line_start = text.rfind("\n", 0, start) + 1
+    return NEGATION.search(text[max(line_start, start - 40) : start]) is not None
+
+
+def extract(sources: list[TextSource]) -> dict[str, list[Evidence]]:
+    """Every signal found in the sources, with the spans that show it (first hit per source)."""
+    found: dict[str, list[Evidence]] = {}
+    for source in sources:
+        text = mask_cc_lines(source.text)
+        for spec in SIGNALS:
+            if spec.title_only and source.name != "title":
+                continue
+            for match in spec.pattern.finditer(text):
+                if spec.negatable and _negated(text, match.start()):
+                    continue
+                found.setdefault(spec.name, []).append(
+                    Evidence(spec.name, source.name, match.start(), match.end(), match.group(0))
+                )
+                break
+        if source.name != "title":
+            for block in CODE_BLOCK.finditer(text):
+                if re.search(r"^\s*(import torch|from torch)", block.group(1), re.MULTILINE):
+                    start, end = block.span(1)
+                    snippet = block.group(1).strip().splitlines()[0][:120]
+                    found.setdefault("repro_present", []).append(
+                        Evidence("repro_present", source.name, start, end, snippet)
+                    )
+                    break
+    derive(found)
+    return found
+
+
+def derive(found: dict[str, list[Evidence]]) -> None:
+    """Signals that are combinations of others."""
+    if "repro_present" not in found:
+        found["repro_missing"] = []
+    distributed = [
+        ev
+        for name in ("fsdp", "ddp", "dtensor", "c10d", "elastic", "checkpoint", "pipelining", "rpc")
+        for ev in found.get(name, [])
+    ]
+    if distributed:
+        found["distributed_any"] = distributed[:1]
+    else:
+        found["no_distributed_api"] = []
+    inductor = found.get("ablation_inductor_fails") or found.get("frames_inductor")
+    if inductor and "cpu_only" in found:
+        found["inductor_cpu_only"] = [*found["cpu_only"][:1], *inductor[:1]]

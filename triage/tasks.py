@@ -1,0 +1,84 @@
+"""Celery tasks. Each takes ids, re-reads its rows and is safe to run twice."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.contrib.django.task import DjangoTask
+from django.conf import settings
+from django.utils import timezone
+
+from triage import proposing, sync, writeback
+from triage.github import PermanentGitHubError, RetryableGitHubError
+from triage.models import Issue, Proposal, Queue, Write
+from triage.rubric import loader
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(base=DjangoTask)
+def sync_all_queues() -> None:
+    for queue_id in Queue.objects.values_list("pk", flat=True):
+        sync_queue.delay(queue_id)
+    repropose_stale.delay()
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=10)
+def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if queue is None or not queue.claim_sync():
+        return
+    queue.refresh_from_db()
+    try:
+        sync.sync_queue(queue)
+    except RetryableGitHubError as exc:
+        Queue.objects.filter(pk=queue_id).update(
+            sync_state=Queue.SyncState.IDLE,
+            sync_error=f"{exc} (retrying in {exc.retry_after:.0f} s)",
+        )
+        raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+    except (PermanentGitHubError, ValueError) as exc:
+        Queue.objects.filter(pk=queue_id).update(
+            sync_state=Queue.SyncState.FAILED, sync_error=str(exc), sync_finished_at=timezone.now()
+        )
+
+
+@shared_task(base=DjangoTask)
+def propose_issue(issue_id: int, queue_id: int) -> None:
+    issue = Issue.objects.filter(pk=issue_id).first()
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if issue is None or queue is None:
+        return
+    proposing.propose(issue, queue)
+
+
+@shared_task(base=DjangoTask)
+def repropose_stale() -> None:
+    """Pending proposals made from an older rubric get a fresh one; decided ones never do."""
+    for queue in Queue.objects.all():
+        version = loader.load(queue.rubric).version
+        stale = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).exclude(
+            rubric_version=version
+        )
+        for issue_id in stale.values_list("issue_id", flat=True):
+            propose_issue.delay(issue_id, queue.pk)
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=None)
+def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
+    write = Write.objects.filter(pk=write_id).select_related("decision__proposal__issue").first()
+    if write is None or not write.claim():
+        return
+    try:
+        writeback.apply(write)
+    except RetryableGitHubError as exc:
+        if write.attempts >= settings.TRIAGE_WRITE_MAX_ATTEMPTS:
+            writeback.fail(write, f"Gave up after {write.attempts} attempts: {exc}")
+            return
+        Write.objects.filter(pk=write.pk, state=Write.State.RUNNING).update(
+            state=Write.State.QUEUED, last_error=f"{exc} (retrying in {exc.retry_after:.0f} s)"
+        )
+        raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+    except PermanentGitHubError as exc:
+        writeback.fail(write, str(exc))

@@ -1,0 +1,372 @@
+from __future__ import annotations
+
+import csv
+import json
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.contrib.auth import authenticate, login
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Prefetch, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import push_url
+
+from triage.decisions import DecisionError, parse_decision
+from triage.models import Decision, Issue, Proposal, Queue, Write
+from triage.rubric import loader
+from triage.tasks import apply_write, sync_queue
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from django_htmx.middleware import HtmxDetails
+
+ORDERS = {
+    "newest": ["-issue__created_at", "-pk"],
+    "confidence": ["score", "-issue__created_at", "-pk"],
+}
+# The inbox lists many issues: never load their bodies and comments, which can be megabytes.
+HEAVY_ISSUE_FIELDS = ("issue__body", "issue__comments")
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _can_decide(request: HtmxHttpRequest) -> bool:
+    return bool(request.user.has_perm("triage.decide"))
+
+
+def _get_queue(slug: str) -> Queue:
+    return get_object_or_404(Queue, slug=slug)
+
+
+def _get_proposal_to_decide(request: HtmxHttpRequest, pk: int) -> Proposal:
+    """404 for a proposal that does not exist, 403 for a user who may only read."""
+    proposal = get_object_or_404(Proposal.objects.select_related("issue", "queue"), pk=pk)
+    if not _can_decide(request):
+        raise PermissionDenied("Only oncalls may decide.")
+    return proposal
+
+
+def _get_write_to_retry(request: HtmxHttpRequest, pk: int) -> Write:
+    write = get_object_or_404(Write, pk=pk)
+    if not _can_decide(request):
+        raise PermissionDenied("Only oncalls may retry writes.")
+    return write
+
+
+def _order(request: HttpRequest) -> str:
+    order = request.GET.get("order", "newest")
+    return order if order in ORDERS else "newest"
+
+
+def _pending(queue: Queue, order: str) -> QuerySet[Proposal]:
+    return Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).order_by(
+        *ORDERS[order]
+    )
+
+
+@login_not_required
+@require_POST
+def demo_login(request: HttpRequest) -> HttpResponse:
+    """One button for the embedded demo; absent (404) anywhere else."""
+    if not settings.TRIAGE_DEMO:
+        raise Http404
+    user = authenticate(request, username="oncall", password="oncall")
+    if user is None:
+        raise Http404
+    login(request, user)
+    return redirect("home")
+
+
+@require_GET
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    queues = list(Queue.objects.all())
+    counts = {
+        row["queue"]: row["n"]
+        for row in Proposal.objects.filter(status=Proposal.Status.PENDING)
+        .values("queue")
+        .annotate(n=Count("pk"))
+    }
+    return render(
+        request,
+        "triage/home.html",
+        {"queues": [(queue, counts.get(queue.pk, 0)) for queue in queues]},
+    )
+
+
+@require_GET
+def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    order = _order(request)
+    proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
+    context = {"queue": queue, "proposals": proposals, "order": order, "left": len(proposals)}
+    if request.htmx and not request.htmx.boosted:
+        return render(request, "triage/inbox.html#inbox-body", context)
+    return render(request, "triage/inbox.html", context)
+
+
+@require_GET
+def sync_status(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    return render(request, "triage/inbox.html#sync-status", {"queue": queue})
+
+
+@require_POST
+def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    if not _can_decide(request):
+        raise PermissionDenied("Only oncalls may start a sync.")
+    sync_queue.delay_on_commit(queue.pk)
+    if request.htmx:
+        queue.refresh_from_db()
+        return render(request, "triage/inbox.html#sync-status", {"queue": queue, "requested": True})
+    return redirect("inbox", slug=queue.slug)
+
+
+def _neighbours(proposal: Proposal, order: str) -> tuple[int | None, int | None, int]:
+    """Previous and next pending proposal in the inbox order, and how many are left."""
+    ids = list(_pending(proposal.queue, order).values_list("pk", flat=True))
+    if proposal.pk not in ids:
+        return None, (ids[0] if ids else None), len(ids)
+    index = ids.index(proposal.pk)
+    previous = ids[index - 1] if index > 0 else None
+    following = ids[index + 1] if index + 1 < len(ids) else None
+    return previous, following, len(ids)
+
+
+def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> dict[str, Any]:
+    issue = proposal.issue
+    previous, following, left = _neighbours(proposal, order)
+    rubric = loader.load(proposal.queue.rubric)
+    decisions = list(
+        Decision.objects.filter(proposal__issue=issue, proposal__queue=proposal.queue)
+        .select_related("write", "decided_by")
+        .order_by("-decided_at")[:1]
+    )
+    latest = decisions[0] if decisions else None
+    after = request.GET.get("after", "")
+    previous_decision = None
+    if after.isdigit():
+        previous_decision = (
+            Decision.objects.select_related("write", "proposal__issue")
+            .filter(pk=int(after))
+            .first()
+        )
+    return {
+        "proposal": proposal,
+        "issue": issue,
+        "queue": proposal.queue,
+        "order": order,
+        "previous_id": previous,
+        "next_id": following,
+        "left": left,
+        "latest_decision": latest,
+        "previous_decision": previous_decision,
+        "vocabulary": sorted(rubric.vocabulary.allowed),
+        "templates": rubric.templates,
+        "sections": rubric.sections,
+        "can_decide": _can_decide(request),
+    }
+
+
+@require_GET
+def proposal_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    proposal = get_object_or_404(Proposal.objects.select_related("issue", "queue"), pk=pk)
+    if proposal.status == Proposal.Status.SUPERSEDED:
+        current = (
+            Proposal.objects.filter(issue=proposal.issue, queue=proposal.queue)
+            .exclude(status=Proposal.Status.SUPERSEDED)
+            .order_by("-pk")
+            .first()
+        )
+        if current:
+            return redirect(f"{reverse('proposal', args=[current.pk])}?order={_order(request)}")
+    return render(request, "triage/issue.html", _issue_context(request, proposal, _order(request)))
+
+
+@require_POST
+def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    proposal = _get_proposal_to_decide(request, pk)
+    order = _order(request)
+    try:
+        fields = parse_decision(request.POST, proposal)
+    except DecisionError as exc:
+        context = _issue_context(request, proposal, order) | {"error": str(exc)}
+        return render(request, "triage/issue.html", context, status=422)
+    _, following, _ = _neighbours(proposal, order)
+    decision = proposal.decide(user=request.user, **fields)
+    if decision is None:
+        context = _issue_context(request, proposal, order) | {
+            "error": "This proposal was already decided or replaced by a newer one."
+        }
+        return render(request, "triage/issue.html", context, status=409)
+    if following is None:
+        url = f"{reverse('inbox', args=[proposal.queue.slug])}?order={order}&after={decision.pk}"
+    else:
+        url = f"{reverse('proposal', args=[following])}?order={order}&after={decision.pk}"
+    if request.htmx:
+        # Answer with the next page itself: one round trip from the key press to the next issue.
+        if following is None:
+            response = inbox_after_decision(request, proposal.queue, order, decision)
+        else:
+            nxt = Proposal.objects.select_related("issue", "queue").get(pk=following)
+            context = _issue_context(request, nxt, order) | {"previous_decision": decision}
+            response = render(request, "triage/issue.html", context)
+        return push_url(response, url)
+    return redirect(url)
+
+
+def inbox_after_decision(
+    request: HtmxHttpRequest, queue: Queue, order: str, decision: Decision
+) -> HttpResponse:
+    proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
+    context = {
+        "queue": queue,
+        "proposals": proposals,
+        "order": order,
+        "left": len(proposals),
+        "previous_decision": decision,
+    }
+    return render(request, "triage/inbox.html", context)
+
+
+@require_GET
+def write_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    decision = get_object_or_404(
+        Decision.objects.select_related("write", "proposal__issue"), write__pk=pk
+    )
+    return render(request, "triage/issue.html#decision-card", {"decision": decision})
+
+
+@require_POST
+def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    write = _get_write_to_retry(request, pk)
+    if write.requeue():
+        apply_write.delay_on_commit(write.pk)
+    decision = Decision.objects.select_related("write", "proposal__issue").get(write__pk=pk)
+    if request.htmx:
+        return render(request, "triage/issue.html#decision-card", {"decision": decision})
+    return redirect("history", pk=decision.proposal.issue_id)
+
+
+@require_GET
+def history(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    issue = get_object_or_404(Issue.objects.defer("body", "comments"), pk=pk)
+    decisions = Decision.objects.select_related("decided_by", "write").order_by("decided_at")
+    proposals = (
+        Proposal.objects.filter(issue=issue)
+        .select_related("queue")
+        .prefetch_related(Prefetch("decisions", queryset=decisions))
+        .order_by("created_at", "pk")
+    )
+    return render(request, "triage/history.html", {"issue": issue, "proposals": proposals})
+
+
+@require_GET
+def rubric_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    if name not in loader.available():
+        raise Http404
+    return render(request, "triage/rubric.html", {"rubric": loader.load(name)})
+
+
+EXPORT_FIELDS = [
+    "decision_id",
+    "decided_at",
+    "decided_by",
+    "kind",
+    "queue",
+    "repository",
+    "issue_number",
+    "proposal_id",
+    "proposer",
+    "proposer_version",
+    "rubric_version",
+    "proposal_tier",
+    "proposal_score",
+    "proposed_add",
+    "proposed_remove",
+    "proposed_comment",
+    "approved_add",
+    "approved_remove",
+    "approved_comment",
+    "close",
+    "note",
+    "write_state",
+    "write_sent",
+]
+
+
+def _export_rows() -> Iterator[dict[str, Any]]:
+    decisions = (
+        Decision.objects.select_related("proposal__queue", "proposal__issue", "decided_by", "write")
+        .defer("proposal__issue__body", "proposal__issue__comments")
+        .order_by("decided_at", "pk")
+    )
+    for decision in decisions.iterator(chunk_size=500):
+        proposal = decision.proposal
+        write = getattr(decision, "write", None)
+        yield {
+            "decision_id": decision.pk,
+            "decided_at": decision.decided_at.isoformat(),
+            "decided_by": decision.decided_by.get_username(),
+            "kind": decision.kind,
+            "queue": proposal.queue.slug,
+            "repository": proposal.issue.repository,
+            "issue_number": proposal.issue.number,
+            "proposal_id": proposal.pk,
+            "proposer": proposal.proposer,
+            "proposer_version": proposal.proposer_version,
+            "rubric_version": proposal.rubric_version,
+            "proposal_tier": proposal.tier,
+            "proposal_score": proposal.score,
+            "proposed_add": proposal.add_labels,
+            "proposed_remove": proposal.remove_labels,
+            "proposed_comment": proposal.comment_body,
+            "approved_add": decision.add_labels,
+            "approved_remove": decision.remove_labels,
+            "approved_comment": decision.comment_body,
+            "close": decision.close,
+            "note": decision.note,
+            "write_state": write.state if write else "",
+            "write_sent": write.sent if write else {},
+        }
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+def export_decisions(request: HtmxHttpRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
+    if fmt == "jsonl":
+        lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in _export_rows())
+        response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    elif fmt == "csv":
+        writer = csv.writer(_Echo())
+
+        def rows() -> Iterator[str]:
+            yield writer.writerow(EXPORT_FIELDS)
+            for row in _export_rows():
+                yield writer.writerow(
+                    [
+                        "; ".join(value)
+                        if isinstance(value, list)
+                        else json.dumps(value)
+                        if isinstance(value, dict)
+                        else value
+                        for value in (row[field] for field in EXPORT_FIELDS)
+                    ]
+                )
+
+        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
+    else:
+        raise Http404
+    response["Content-Disposition"] = f'attachment; filename="decisions.{fmt}"'
+    return response

@@ -1,0 +1,91 @@
+"""Applying an approved decision to GitHub: exactly once, never over a human's newer change."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from triage import github
+from triage.models import Issue, Proposal, Write
+
+log = logging.getLogger(__name__)
+
+
+def drift(proposal: Proposal, live_labels: list[str], touched: set[str]) -> set[str]:
+    """Labels a human changed on GitHub since the proposal that this decision also touches."""
+    changed = set(proposal.labels_seen) ^ set(live_labels)
+    return changed & touched
+
+
+def apply(write: Write) -> None:
+    """One attempt. Raises RetryableGitHubError / PermanentGitHubError for the task to sort."""
+    decision = write.decision
+    proposal = decision.proposal
+    issue = proposal.issue
+    attempt = write.attempts
+
+    live = github.fetch_issue(issue.repository, issue.number, attempt)
+    with github.translated_errors(attempt):
+        live_labels = github.label_names(live)
+        live_state = live.state
+    touched = set(decision.add_labels) | set(decision.remove_labels)
+    clashing = drift(proposal, live_labels, touched)
+    if clashing:
+        record_conflict(write, issue, live_labels, clashing)
+        return
+
+    to_add = [label for label in decision.add_labels if label not in live_labels]
+    to_remove = [label for label in decision.remove_labels if label in live_labels]
+    sent: dict[str, object] = {"added": [], "removed": [], "comment_id": None, "closed": False}
+    if decision.comment_body:
+        # A retry after a post whose answer was lost must find that post, not write another.
+        comment_id = github.find_comment(live, decision.comment_marker, attempt)
+        if comment_id is None:
+            body = f"{decision.comment_body.rstrip()}\n\n{decision.comment_marker}"
+            comment_id = github.post_comment(live, body, attempt)
+        sent["comment_id"] = comment_id
+    if to_add:
+        github.add_labels(live, to_add, attempt)
+        sent["added"] = to_add
+    for label in to_remove:
+        github.remove_label(live, label, attempt)
+    sent["removed"] = to_remove
+    if decision.close and live_state == "open":
+        github.close(live, attempt)
+        sent["closed"] = True
+
+    final_labels = sorted((set(live_labels) | set(to_add)) - set(to_remove))
+    with transaction.atomic():
+        Write.objects.filter(pk=write.pk).update(
+            state=Write.State.APPLIED, sent=sent, applied_at=timezone.now(), last_error=""
+        )
+        refresh_local_labels(issue, final_labels, "closed" if sent["closed"] else live_state)
+
+
+def record_conflict(write: Write, issue: Issue, live_labels: list[str], clashing: set[str]) -> None:
+    names = ", ".join(sorted(clashing))
+    message = f"Changed on GitHub since the proposal: {names}. Nothing was written."
+    log.info("write %s conflicts on %s: %s", write.pk, issue, names)
+    with transaction.atomic():
+        Write.objects.filter(pk=write.pk).update(state=Write.State.CONFLICT, last_error=message)
+        # Back to the reviewer: the decision stands in the history, the proposal is open again.
+        Proposal.objects.filter(
+            pk=write.decision.proposal_id, status=Proposal.Status.DECIDED
+        ).update(status=Proposal.Status.PENDING)
+        refresh_local_labels(issue, live_labels, issue.state)
+
+
+def refresh_local_labels(issue: Issue, labels: list[str], state: str) -> None:
+    from triage.proposing import queues_to_propose
+    from triage.tasks import propose_issue
+
+    Issue.objects.filter(pk=issue.pk).update(labels=sorted(labels), state=state)
+    issue.refresh_from_db()
+    for queue in queues_to_propose(issue):
+        propose_issue.delay_on_commit(issue.pk, queue.pk)
+
+
+def fail(write: Write, reason: str) -> None:
+    Write.objects.filter(pk=write.pk).update(state=Write.State.FAILED, last_error=reason)

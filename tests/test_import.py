@@ -22,7 +22,9 @@ def run_import(django_capture_on_commit_callbacks):
 
 
 def write_jsonl(path, rows):
-    path.write_text("".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows))
+    path.write_text(
+        "".join((row if isinstance(row, str) else json.dumps(row)) + "\n" for row in rows)
+    )
     return path
 
 
@@ -72,10 +74,19 @@ def test_an_edited_issue_is_updated_and_gets_a_fresh_proposal(tmp_path, capsys, 
     [
         ("{not json", "line 2: not valid JSON"),
         (json.dumps({"title": "no number"}), "line 2: missing field 'number'"),
-        (json.dumps(raw_issue(5) | {"state": "merged"}), "line 2: 'state' must be 'open' or 'closed'"),
+        (
+            json.dumps(raw_issue(5) | {"state": "merged"}),
+            "line 2: 'state' must be 'open' or 'closed'",
+        ),
         (json.dumps(raw_issue(5) | {"labels": "oncall: pt2"}), "line 2: 'labels' must be a list"),
-        (json.dumps(raw_issue(5) | {"created_at": "yesterday"}), "line 2: 'created_at' must be an ISO"),
-        (json.dumps(raw_issue(5) | {"comments": [{"body": "x"}]}), "line 2: a comment needs an integer"),
+        (
+            json.dumps(raw_issue(5) | {"created_at": "yesterday"}),
+            "line 2: 'created_at' must be an ISO",
+        ),
+        (
+            json.dumps(raw_issue(5) | {"comments": [{"body": "x"}]}),
+            "line 2: a comment needs an integer",
+        ),
         (json.dumps(raw_issue(1)), "line 2: issue #1 already appears on line 1"),
     ],
 )

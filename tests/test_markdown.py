@@ -23,6 +23,7 @@ def elements(html: str):
     collector.feed(html)
     return collector.elements
 
+
 HOSTILE = [
     "<script>alert(1)</script>",
     "<img src=x onerror=alert(1)>",
@@ -55,7 +56,9 @@ def test_no_script_style_or_handler_survives(source):
 
 
 def test_markdown_is_rendered():
-    html = render("### Title\n\n```python\nimport torch\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n[docs](https://pytorch.org)")
+    html = render(
+        "### Title\n\n```python\nimport torch\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n[docs](https://pytorch.org)"
+    )
     assert "<h3>Title</h3>" in html
     assert '<code class="language-python">import torch' in html
     assert "<table>" in html

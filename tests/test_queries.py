@@ -42,7 +42,7 @@ def test_issue_page_runs_a_constant_number_of_queries(client, oncall):
 def test_a_one_megabyte_body_stays_usable(client, oncall):
     client.force_login(oncall)
     trace = '  File "/opt/torch/_inductor/graph.py", line 1, in run\n' * 20_000
-    body = "### 🐛 Describe the bug\n\n```\n" + trace[: 1_000_000] + "\n```\n"
+    body = "### 🐛 Describe the bug\n\n```\n" + trace[:1_000_000] + "\n```\n"
     assert len(body) > 1_000_000
     proposal = make_proposal(number=77, body=body)
 

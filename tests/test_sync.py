@@ -36,7 +36,7 @@ def test_sync_reads_the_queue_and_proposes(standin, django_capture_on_commit_cal
     pending = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
     assert [p.issue.number for p in pending] == [1]
     assert Issue.objects.get(number=1).comments[0]["body"] == "+1, same here"
-    listing = [r for r in standin.requests if r.path == f"/repos/{REPO}/issues"][0]
+    listing = next(r for r in standin.requests if r.path == f"/repos/{REPO}/issues")
     assert listing.query["labels"] == "oncall: pt2"
     assert listing.query["sort"] == "updated"
 
@@ -48,13 +48,14 @@ def test_second_sync_is_incremental_and_sees_relabelled_issues(
     standin.add_issue(REPO, raw_issue(2, created=recent(50)))
     queue = sync("pt2", django_capture_on_commit_callbacks)
     cursor = queue.sync_cursor
+    assert cursor is not None
 
     # A human triages #1 on GitHub; #2 does not change.
     standin.set_labels(REPO, 1, ["oncall: pt2", "triaged", "module: dynamo"])
     standin.reset_log()
     queue = sync("pt2", django_capture_on_commit_callbacks)
 
-    listing = [r for r in standin.requests if r.path == f"/repos/{REPO}/issues"][0]
+    listing = next(r for r in standin.requests if r.path == f"/repos/{REPO}/issues")
     assert listing.query["since"] == cursor.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert listing.query["state"] == "all"
     # `since` is inclusive: the last issue of the previous sync is read once more, harmlessly.
@@ -83,8 +84,13 @@ def test_a_decided_issue_is_not_reproposed_when_edited(standin, django_capture_o
     proposal = Proposal.objects.get()
     with django_capture_on_commit_callbacks(execute=True):
         proposal.decide(
-            kind="reject", user=make_user("o", oncall=True), add_labels=[], remove_labels=[],
-            comment_body="", close=False, note="wrong component",
+            kind="reject",
+            user=make_user("o", oncall=True),
+            add_labels=[],
+            remove_labels=[],
+            comment_body="",
+            close=False,
+            note="wrong component",
         )
     standin.edit_issue(REPO, 1, body="Segmentation fault (core dumped)")
     sync("pt2", django_capture_on_commit_callbacks)
@@ -103,14 +109,22 @@ def test_a_new_rubric_version_reproposes_pending_but_not_decided(
     sync("pt2", django_capture_on_commit_callbacks)
     first, second = Proposal.objects.order_by("issue__number")
     first.decide(
-        kind="reject", user=make_user("o", oncall=True), add_labels=[], remove_labels=[],
-        comment_body="", close=False, note="no",
+        kind="reject",
+        user=make_user("o", oncall=True),
+        add_labels=[],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="no",
     )
     Proposal.objects.update(rubric_version="an-older-version")
     repropose_stale.delay()
 
     assert Proposal.objects.filter(issue__number=1).count() == 1
-    assert Proposal.objects.filter(issue__number=2, status=Proposal.Status.PENDING).get().pk != second.pk
+    assert (
+        Proposal.objects.filter(issue__number=2, status=Proposal.Status.PENDING).get().pk
+        != second.pk
+    )
 
 
 def test_the_untriaged_queue_excludes_oncall_labels(standin, django_capture_on_commit_callbacks):
@@ -123,12 +137,14 @@ def test_the_untriaged_queue_excludes_oncall_labels(standin, django_capture_on_c
     assert sorted(p.issue.number for p in pending) == [1, 3]
 
 
-def test_a_rate_limited_sync_retries_and_keeps_progress(standin, django_capture_on_commit_callbacks):
+def test_a_rate_limited_sync_retries_and_keeps_progress(
+    standin, django_capture_on_commit_callbacks
+):
     standin.add_issue(REPO, raw_issue(1, created=recent(60)))
     standin.inject("GET", r"/issues$", 403, retry_after=7)
     queue = Queue.objects.get(slug="pt2")
     with django_capture_on_commit_callbacks(execute=True):
-        sync_queue.apply(args=[queue.pk], throw=False)
+        sync_queue.apply(args=(queue.pk,), throw=False)
     queue.refresh_from_db()
     # Eager mode retried at once; a worker would have waited the 7 s it was told.
     assert queue.sync_state == Queue.SyncState.IDLE

@@ -23,10 +23,17 @@ def proposal():
 @pytest.fixture
 def decided_write(proposal, oncall):
     decision = proposal.decide(
-        kind="accept", user=oncall, add_labels=["module: dynamo"], remove_labels=[],
-        comment_body="", close=False, note="",
+        kind="accept",
+        user=oncall,
+        add_labels=["module: dynamo"],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="",
     )
-    Write.objects.filter(decision=decision).update(state=Write.State.FAILED, last_error="GitHub refused (404)")
+    Write.objects.filter(decision=decision).update(
+        state=Write.State.FAILED, last_error="GitHub refused (404)"
+    )
     return decision.write
 
 
@@ -97,13 +104,19 @@ def test_inbox_lists_pending_with_chips_and_count(client, oncall, proposal):
 
 def test_inbox_orders_newest_or_least_confident(client, oncall):
     low = make_proposal(number=5001, title="Vague", body="It is broken, please help")
-    high = make_proposal(number=5002, title="[Inductor][CPU] NaN", body=(
-        "works with aot_eager, fails with inductor, only on CPU\n```python\nimport torch\n```"
-    ))
+    high = make_proposal(
+        number=5002,
+        title="[Inductor][CPU] NaN",
+        body=(
+            "works with aot_eager, fails with inductor, only on CPU\n```python\nimport torch\n```"
+        ),
+    )
     assert low.score < high.score
     client.force_login(oncall)
     newest = client.get(reverse("inbox", args=["pt2"])).context["proposals"]
-    confidence = client.get(reverse("inbox", args=["pt2"]) + "?order=confidence").context["proposals"]
+    confidence = client.get(reverse("inbox", args=["pt2"]) + "?order=confidence").context[
+        "proposals"
+    ]
     assert [p.pk for p in newest] == [high.pk, low.pk]
     assert [p.pk for p in confidence] == [low.pk, high.pk]
 
@@ -144,7 +157,10 @@ def test_accept_records_the_proposal_and_queues_the_write(client, oncall, propos
 
     decision = Decision.objects.get()
     assert response.status_code == 302
-    assert response["Location"] == reverse("proposal", args=[nxt.pk]) + f"?order=newest&after={decision.pk}"
+    assert (
+        response["Location"]
+        == reverse("proposal", args=[nxt.pk]) + f"?order=newest&after={decision.pk}"
+    )
     assert decision.kind == "accept"
     assert decision.add_labels == proposal.add_labels
     assert decision.comment_body == proposal.comment_body
@@ -154,8 +170,13 @@ def test_accept_records_the_proposal_and_queues_the_write(client, oncall, propos
 def test_edit_uses_the_reviewers_labels_and_comment(client, oncall, proposal):
     client.force_login(oncall)
     decide(
-        client, proposal, kind="edit", add=["module: dynamic shapes", "", "module: inductor"],
-        remove=[], comment="", note="it is dynamic shapes",
+        client,
+        proposal,
+        kind="edit",
+        add=["module: dynamic shapes", "", "module: inductor"],
+        remove=[],
+        comment="",
+        note="it is dynamic shapes",
     )
     decision = Decision.objects.get()
     assert decision.add_labels == ["module: dynamic shapes", "module: inductor"]
@@ -215,7 +236,10 @@ def test_the_last_decision_returns_to_the_empty_inbox(client, oncall, proposal):
     client.force_login(oncall)
     response = decide(client, proposal, kind="accept")
     decision = Decision.objects.get()
-    assert response["Location"] == reverse("inbox", args=["pt2"]) + f"?order=newest&after={decision.pk}"
+    assert (
+        response["Location"]
+        == reverse("inbox", args=["pt2"]) + f"?order=newest&after={decision.pk}"
+    )
 
 
 def test_htmx_decision_answers_with_the_next_issue_and_pushes_its_url(client, oncall, proposal):
@@ -237,10 +261,13 @@ def test_write_status_partial_polls_until_settled(client, oncall, proposal):
     client.force_login(oncall)
     decide(client, proposal, kind="accept")
     write = Write.objects.get()
-    html = client.get(reverse("write-status", args=[write.pk]), headers={"HX-Request": "true"}).content.decode()
+    html = client.get(
+        reverse("write-status", args=[write.pk]), headers={"HX-Request": "true"}
+    ).content.decode()
     assert 'hx-trigger="every 1s"' in html
     Write.objects.filter(pk=write.pk).update(
-        state=Write.State.APPLIED, sent={"added": ["module: dynamo"], "removed": [], "comment_id": 7}
+        state=Write.State.APPLIED,
+        sent={"added": ["module: dynamo"], "removed": [], "comment_id": 7},
     )
     html = client.get(reverse("write-status", args=[write.pk])).content.decode()
     assert "hx-trigger" not in html
@@ -260,7 +287,9 @@ def test_failed_write_shows_the_reason_and_retries(client, oncall, decided_write
 
 def test_history_shows_proposals_decisions_and_the_difference(client, oncall, proposal):
     client.force_login(oncall)
-    decide(client, proposal, kind="edit", add=["module: inductor"], comment="", note="inductor, really")
+    decide(
+        client, proposal, kind="edit", add=["module: inductor"], comment="", note="inductor, really"
+    )
     html = client.get(reverse("history", args=[proposal.issue_id])).content.decode()
     assert proposal.rubric_version in html
     assert "rules v1" in html

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.factories import REPO, make_user, raw_issue
@@ -30,7 +32,7 @@ def decided(standin, *, kind="accept", body=CRASH_BODY, labels=("oncall: pt2",),
     issue, _ = ingest.upsert(REPO, ingest.parse(raw))
     proposal = propose(issue, Queue.objects.get(slug="pt2"))
     assert proposal is not None
-    fields = {
+    fields: dict[str, Any] = {
         "add_labels": list(proposal.add_labels),
         "remove_labels": list(proposal.remove_labels),
         "comment_body": proposal.comment_body,
@@ -116,7 +118,11 @@ def test_drift_on_other_labels_does_not_block_the_write(standin):
 
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
-    assert set(standin.label_names(REPO, number)) == {"oncall: pt2", "module: docs", "triage review"}
+    assert set(standin.label_names(REPO, number)) == {
+        "oncall: pt2",
+        "module: docs",
+        "triage review",
+    }
 
 
 def test_removes_only_approved_labels_still_present(standin):
@@ -177,7 +183,7 @@ def test_task_retries_a_rate_limit_after_retry_after(standin, caplog):
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 429, retry_after=30, times=1)
     # Eager mode runs Celery's retry at once; a worker would wait the countdown it logs.
-    apply_write.apply(args=[write.pk], throw=False)
+    apply_write.apply(args=(write.pk,), throw=False)
     assert "Retry in 30" in caplog.text
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
@@ -188,7 +194,7 @@ def test_task_gives_up_after_the_attempt_limit(standin, settings):
     settings.TRIAGE_WRITE_MAX_ATTEMPTS = 2
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 502, times=5)
-    apply_write.apply(args=[write.pk], throw=False)
+    apply_write.apply(args=(write.pk,), throw=False)
     write.refresh_from_db()
     assert write.state == Write.State.FAILED
     assert write.attempts == 2

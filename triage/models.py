@@ -268,6 +268,15 @@ class Decision(models.Model):
         return f"{self.kind} of proposal {self.proposal_id}"
 
     @property
+    def verb(self) -> str:
+        return {
+            "accept": "accepted",
+            "edit": "edited",
+            "escalate": "escalated",
+            "reject": "rejected",
+        }[self.kind]
+
+    @property
     def comment_marker(self) -> str:
         # Hidden in the posted comment so that a retried write finds its own earlier post.
         return f"<!-- triage-console:decision:{self.pk} -->"

@@ -109,12 +109,17 @@ def _line_of(text: str, needle: str) -> int:
     return text.count("\n", 0, index) + 1 if index >= 0 else 1
 
 
+TOML_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
 def _toml(path: Path) -> tuple[dict[str, Any], str]:
     text = path.read_text()
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
-        raise RubricError(path, getattr(exc, "lineno", 1) or 1, str(exc)) from None
+        # Python 3.14 gives exc.lineno; before that the line is only in the message.
+        found = TOML_ERROR_LINE.search(str(exc))
+        raise RubricError(path, int(found.group(1)) if found else 1, str(exc)) from None
 
 
 def _parse_sections(path: Path) -> dict[str, Section]:
@@ -207,10 +212,16 @@ def load_from(directory: Path) -> Rubric:
     tiers = rules_data.get("tiers", {})
     rules: list[Rule] = []
     seen_ids: set[str] = set()
-    for entry in rules_data.get("rule", []):
+    # The n-th [[rule]] table is the n-th rule: that is where an error in it is reported.
+    rule_lines = [
+        number
+        for number, text in enumerate(rules_text.splitlines(), start=1)
+        if text.strip() == "[[rule]]"
+    ]
+    for index, entry in enumerate(rules_data.get("rule", [])):
         rule_id = entry.get("id")
         where = f'"{rule_id}"'
-        line = _line_of(rules_text, where)
+        line = rule_lines[index] if index < len(rule_lines) else _line_of(rules_text, where)
         if not isinstance(rule_id, str) or not rule_id:
             raise RubricError(rules_path, line, "a rule needs an id")
         if rule_id in seen_ids:

@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from triage.rubric import loader
+from triage.rubric.engine import Draft, IssueInput, guard, propose
+
+RULE = """
+[[rule]]
+id = "extra"
+when = ["graph_break"]
+add = ["module: dynamo"]
+sections = ["component-isolation"]
+"""
+
+
+@pytest.fixture
+def rubric_copy(tmp_path):
+    target = tmp_path / "pt2"
+    shutil.copytree(loader.RUBRICS_DIR / "pt2", target)
+    return target
+
+
+@pytest.mark.parametrize("name", ["pt2", "distributed", "triage"])
+def test_shipped_rubrics_load(name):
+    rubric = loader.load(name)
+    assert rubric.rules
+    assert len(rubric.version) == 16
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        (
+            'add = ["module: dynamo"]',
+            'add = ["module: dynamoo"]',
+            "unknown label 'module: dynamoo'",
+        ),
+        ('sections = ["component-isolation"]', 'sections = ["nope"]', "unknown section 'nope'"),
+        ('when = ["graph_break"]', 'when = ["graph_brake"]', "unknown signal 'graph_brake'"),
+        (
+            'sections = ["component-isolation"]',
+            'sections = ["component-isolation"]\ntemplate = "x"',
+            "unknown template 'x'",
+        ),
+        (
+            'add = ["module: dynamo"]',
+            'add = ["module: docs"]',
+            "'module: docs' is not in the vocabulary",
+        ),
+        ('id = "extra"', 'id = "pt2-fuzzer"', "rule id 'pt2-fuzzer' is used twice"),
+    ],
+)
+def test_a_broken_rule_is_refused_with_file_and_line(rubric_copy, old, new, message):
+    rules = rubric_copy / "rules.toml"
+    text = rules.read_text()
+    rules.write_text(text + RULE.replace(old, new))
+    with pytest.raises(loader.RubricError) as failure:
+        loader.load_from(rubric_copy)
+    assert failure.value.path == rules
+    assert message in failure.value.message
+    assert failure.value.line > text.count("\n")
+
+
+def test_a_syntax_error_is_refused_with_its_line(rubric_copy):
+    rules = rubric_copy / "rules.toml"
+    rules.write_text("[tiers]\nhigh = 0.8\n[[rule]\n")
+    with pytest.raises(loader.RubricError) as failure:
+        loader.load_from(rubric_copy)
+    assert failure.value.line == 3
+
+
+def test_an_unknown_vocabulary_label_is_refused(rubric_copy):
+    vocab = rubric_copy / "vocabulary.toml"
+    vocab.write_text(vocab.read_text().replace('"actionable",', '"actionable", "made up",'))
+    with pytest.raises(loader.RubricError, match="unknown label 'made up'"):
+        loader.load_from(rubric_copy)
+
+
+def test_a_heading_without_id_is_refused(rubric_copy):
+    prose = rubric_copy / "rubric.md"
+    prose.write_text(prose.read_text() + "\n## A section without id\n")
+    with pytest.raises(loader.RubricError, match="stable id"):
+        loader.load_from(rubric_copy)
+
+
+def test_the_version_changes_with_any_file(rubric_copy):
+    before = loader.load_from(rubric_copy).version
+    templates = rubric_copy / "templates.toml"
+    templates.write_text(templates.read_text() + "\n")
+    assert loader.load_from(rubric_copy).version != before
+
+
+def issue(body, title="t", labels=("oncall: pt2",), comments=()):
+    return IssueInput(1, title, body, tuple(labels), tuple(comments))
+
+
+def test_evidence_quotes_the_exact_span():
+    body = "Log:\ntorch._dynamo.exc.Unsupported: call_method\n"
+    draft = propose(loader.load("pt2"), issue(body))
+    citation = next(c for c in draft.citations if c.rule == "pt2-graph-break")
+    assert body[citation.start : citation.end] == citation.evidence
+    assert citation.source == "body"
+
+
+def test_cc_lines_are_not_evidence():
+    draft = propose(loader.load("pt2"), issue("repro below", comments=((9, "cc @fsdp-team FSDP"),)))
+    assert "pt2-fsdp-visibility" not in draft.rules_fired
+
+
+def test_negated_statements_do_not_fire():
+    draft = propose(loader.load("pt2"), issue("This is not a regression, it never worked."))
+    assert "pt2-regression-escalation" not in draft.rules_fired
+
+
+def test_dynamic_false_means_dynamic_shapes_only():
+    body = "torch._dynamo.exc.Unsupported somewhere.\nWith dynamic=False it works fine."
+    draft = propose(loader.load("pt2"), issue(body))
+    assert "module: dynamic shapes" in draft.add
+    assert "module: dynamo" not in draft.add
+
+
+def test_cpu_only_inductor_is_redirected():
+    body = "aot_eager: passes\ninductor: fails\nOnly on CPU, CUDA is fine."
+    draft = propose(loader.load("pt2"), issue(body, title="[Inductor][CPU] wrong values"))
+    assert "oncall: cpu inductor" in draft.add
+    assert draft.remove == ("oncall: pt2",)
+
+
+def test_no_rule_is_an_honest_low():
+    draft = propose(loader.load("pt2"), issue("```python\nimport torch\nprint(1)\n```"))
+    assert draft.rules_fired == ()
+    assert draft.tier == "low"
+    assert "No rule" in draft.rationale
+
+
+def draft(**changes):
+    base = Draft(
+        proposer="llm",
+        proposer_version="0",
+        rubric_version="v",
+        add=(),
+        remove=(),
+        template="",
+        comment="",
+        close=False,
+        score=0.9,
+        tier="high",
+        rationale="",
+        citations=(),
+    )
+    from dataclasses import replace
+
+    return replace(base, **changes)
+
+
+def test_guard_drops_what_policy_forbids_and_says_why():
+    rubric = loader.load("distributed")
+    guarded = guard(
+        rubric,
+        draft(
+            add=("high priority", "module: docs", "module: fsdp", "oncall: distributed infra"),
+            remove=("oncall: distributed", "module: docs", "bot-triaged"),
+            template="evil",
+            comment="see http://evil.example",
+        ),
+        ["oncall: distributed", "module: fsdp", "oncall: distributed parallelisms", "bot-triaged"],
+    )
+    assert guarded.add == ()
+    assert guarded.remove == ()
+    assert guarded.template == "" and guarded.comment == ""
+    reasons = {(d.label, d.action): d.reason for d in guarded.dropped}
+    assert reasons[("high priority", "add")].startswith("forbidden")
+    assert reasons[("module: docs", "add")] == "not in the queue's vocabulary"
+    assert reasons[("module: fsdp", "add")] == "already on the issue"
+    assert "at most one of its group" in reasons[("oncall: distributed infra", "add")]
+    assert reasons[("oncall: distributed", "remove")] == "protected: never removed"
+    assert reasons[("module: docs", "remove")] == "not on the issue"
+    assert reasons[("evil", "template")] == "not a template of this rubric"
+
+
+def test_guard_keeps_one_label_of_an_exclusive_group():
+    rubric = loader.load("distributed")
+    guarded = guard(
+        rubric,
+        draft(add=("oncall: distributed infra", "oncall: distributed checkpointing")),
+        ["oncall: distributed"],
+    )
+    assert guarded.add == ("oncall: distributed infra",)

@@ -189,3 +189,57 @@ def test_guard_keeps_one_label_of_an_exclusive_group():
         ["oncall: distributed"],
     )
     assert guarded.add == ("oncall: distributed infra",)
+
+
+def signals_of(text):
+    from triage.rubric.signals import TextSource, extract
+
+    return set(extract([TextSource("body", text)]))
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        # Markdown backticks around the backend name.
+        (
+            'With `backend="eager"` it works, `backend="aot_eager"` fails',
+            {"ablation_eager_works", "ablation_aot_eager_fails"},
+            set(),
+        ),
+        # "Eager" the mode is not the eager backend.
+        ("Eager is fine, aot_eager fails", {"ablation_aot_eager_fails"}, {"ablation_eager_works"}),
+        # InductorError is how BackendCompilerFailed reads since 2.8.
+        (
+            "torch._inductor.exc.InductorError: LoweringException",
+            {"backend_compiler_failed"},
+            set(),
+        ),
+        # Falling back to eager silently is a graph break, not a wrong result.
+        ("without fullgraph it silently falls back to eager", set(), {"silent_wrong"}),
+        ("it silently returns wrong values", {"silent_wrong"}, set()),
+        # A recompile log's "guard failure" is not a dynamic-shapes signal.
+        ("triggered by the following guard failure(s): ___check_obj_id", set(), {"guard_failure"}),
+        # Negations a sentence away.
+        ("I don't think this is a regression", set(), {"regression"}),
+        ("We do not use FSDP here", set(), {"fsdp", "distributed_any"}),
+        ("This used to work in 2.9", {"regression"}, set()),
+        # A libtorch reproducer is a reproducer.
+        (
+            "```cpp\n#include <torch/torch.h>\nint main() {}\n```",
+            {"repro_present"},
+            {"repro_missing"},
+        ),
+        # collect_env lists installed packages: NCCL there is not a distributed signal.
+        (
+            "### Versions\n[pip3] nvidia-nccl-cu12==2.27.5\nIs CUDA available: True\n",
+            set(),
+            {"c10d"},
+        ),
+        ("[conda] nvidia-nccl-cu12 2.27.5 pypi_0", set(), {"c10d"}),
+        ("### Versions\n[pip3] torch\n### Logs\nNCCL watchdog timeout", {"c10d"}, set()),
+    ],
+)
+def test_signal_failure_modes(text, present, absent):
+    found = signals_of(text)
+    assert present <= found, found
+    assert not (absent & found), found

@@ -110,6 +110,33 @@ def test_human_drift_on_a_touched_label_is_a_conflict_and_writes_nothing(
     assert "triage review" not in fresh.add_labels
 
 
+def test_a_retry_after_a_partial_write_is_not_a_conflict_with_itself(standin):
+    number, write = decided(
+        standin,
+        kind="edit",
+        labels=("oncall: pt2", "module: docs"),
+        add_labels=["module: inductor"],
+        remove_labels=["module: docs"],
+        comment_body="",
+    )
+    # The labels are added, then removing one fails: the task will run the write again.
+    standin.inject("DELETE", r"/labels/", 502)
+    write.claim()
+    with pytest.raises(RetryableGitHubError):
+        writeback.apply(write)
+    assert "module: inductor" in standin.label_names(REPO, number)
+
+    Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
+    write.refresh_from_db()
+    write.claim()
+    writeback.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert set(standin.label_names(REPO, number)) == {"oncall: pt2", "module: inductor"}
+    assert write.decision.proposal.status == Proposal.Status.DECIDED
+
+
 def test_drift_on_other_labels_does_not_block_the_write(standin):
     number, write = decided(standin)
     standin.set_labels(REPO, number, ["oncall: pt2", "module: docs"])

@@ -8,15 +8,23 @@ from django.db import transaction
 from django.utils import timezone
 
 from triage import github
-from triage.models import Issue, Proposal, Write
+from triage.models import Decision, Issue, Proposal, Write
 
 log = logging.getLogger(__name__)
 
 
-def drift(proposal: Proposal, live_labels: list[str], touched: set[str]) -> set[str]:
-    """Labels a human changed on GitHub since the proposal that this decision also touches."""
-    changed = set(proposal.labels_seen) ^ set(live_labels)
-    return changed & touched
+def drift(decision: Decision, live_labels: list[str], attempt: int) -> set[str]:
+    """Labels changed on GitHub since the proposal that this decision also touches."""
+    live = set(live_labels)
+    touched = set(decision.add_labels) | set(decision.remove_labels)
+    clashing = (set(decision.proposal.labels_seen) ^ live) & touched
+    if attempt > 1:
+        # An earlier attempt may have got part-way, or lost GitHub's answer after it acted: a
+        # label already as this decision wants it is most likely its own doing, and either way
+        # the approved end state holds.
+        clashing -= set(decision.add_labels) & live
+        clashing -= set(decision.remove_labels) - live
+    return clashing
 
 
 def apply(write: Write) -> None:
@@ -30,8 +38,7 @@ def apply(write: Write) -> None:
     with github.translated_errors(attempt):
         live_labels = github.label_names(live)
         live_state = live.state
-    touched = set(decision.add_labels) | set(decision.remove_labels)
-    clashing = drift(proposal, live_labels, touched)
+    clashing = drift(decision, live_labels, attempt)
     if clashing:
         record_conflict(write, issue, live_labels, clashing)
         return

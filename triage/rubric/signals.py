@@ -12,10 +12,19 @@ from dataclasses import dataclass
 
 # Bots add "cc @user ..." lines after labelling: they say who was notified, not what is wrong.
 CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
+# collect_env output lists every installed package ("[pip3] nvidia-nccl-cu12==2.27"): it says
+# what is installed, not what the bug involves. Its "Versions" section is blanked to the next heading.
+ENVIRONMENT = re.compile(
+    r"^#+[ \t]*Versions[ \t]*$.*?(?=^#+[ \t]|\Z)|^[ \t]*\[(?:pip3?|conda)\].*$",
+    re.MULTILINE | re.IGNORECASE | re.DOTALL,
+)
+# A script that uses torch, in Python or C++ (libtorch).
+REPRO_CODE = re.compile(r"^\s*(import torch|from torch|#include <torch/)", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 # "not a regression", "no segfault", "doesn't crash": a negation shortly before the match.
 NEGATION = re.compile(
-    r"\b(not|no|never|without|isn't|doesn't|didn't|don't|nor)\b[^.\n]{0,12}$", re.I
+    r"\b(not|no|never|without|isn't|doesn't|didn't|don't|nor|aren't|wasn't)\b[^.,;:!?\n]{0,28}$",
+    re.IGNORECASE,
 )
 
 
@@ -44,8 +53,14 @@ class SignalSpec:
 
 
 # Backend ablation phrases, in either order: "aot_eager works", "fails with inductor".
-# `(?<![\w"'])eager` keeps "aot_eager" from counting as the eager backend.
-_BACKEND = r"""(?:backend\s*=\s*)?["'`]?(?<![\w])(?<!aot_){0}(?![\w])["'`]?(?:\s+backend)?"""
+# `(?<!aot_)` keeps "aot_eager" from counting as the eager backend.
+_BACKEND = (
+    r"""(?:backend\s*=\s*)?["'`]{{0,2}}(?<![\w])(?<!aot_){0}(?![\w])["'`]{{0,2}}(?:\s+backend)?"""
+)
+# "Eager is fine" usually means "without compile", not the eager backend: demand the backend.
+_EAGER_BACKEND = (
+    r"""(?:backend\s*=\s*["'`]{1,2}eager["'`]{1,2}|["'`]eager["'`]\s+backend|\beager backend)"""
+)
 _THEN = r"[\s:,)=-]{0,6}(?:(?:also|still|it|backend)\s+){0,2}"
 _WITH = r"\s+(?:with|on|using|under|for)\s+(?:the\s+)?"
 _WORKS = r"(?:works|passes|is fine|succeeds|runs fine|ok)\b"
@@ -66,7 +81,11 @@ SIGNALS: tuple[SignalSpec, ...] = (
         r"torch\._dynamo\.exc\.Unsupported|\bUnsupported: |\bgraph[ _-]breaks?\b",
     ),
     _spec("internal_dynamo_error", "InternalTorchDynamoError", r"\bInternalTorchDynamoError\b"),
-    _spec("backend_compiler_failed", "BackendCompilerFailed", r"\bBackendCompilerFailed\b"),
+    _spec(
+        "backend_compiler_failed",
+        "BackendCompilerFailed (InductorError since 2.8)",
+        r"\bBackendCompilerFailed\b|\bInductorError\b",
+    ),
     _spec(
         "recompile_limit",
         "Recompilation limit reached",
@@ -86,7 +105,7 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "guard_failure",
         "Guard failures or SymInt trouble",
-        r"\bguard failure|\bSymInt\b|\bSymFloat\b|\bsymbolic shape",
+        r"(?<!following )\bguard failure|\bSymInt\b|\bSymFloat\b|\bsymbolic shape",
     ),
     _spec("frames_dynamo", "Traceback frames in torch/_dynamo", r"torch/_dynamo/"),
     _spec("frames_inductor", "Traceback frames in torch/_inductor", r"torch/_inductor/"),
@@ -113,7 +132,7 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "ablation_eager_works",
         'The "eager" backend (Dynamo only) works',
-        rf"{_BACKEND.format('eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('eager')}",
+        rf"{_EAGER_BACKEND}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_EAGER_BACKEND}",
     ),
     _spec(
         "cpu_only",
@@ -138,8 +157,9 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "silent_wrong",
         "Silently wrong results",
-        r"\b(wrong|incorrect) (results?|outputs?|values|numerics|gradients?)\b|\bsilently\b"
+        r"\b(wrong|incorrect) (results?|outputs?|values|numerics|gradients?)\b"
         r"|outputs? (differs?|mismatch)|accuracy (mismatch|failure|issue)|differs? from eager"
+        r"|silently (wrong|incorrect|produces|returns|gives|computes|corrupt)"
         r"|\ballclose\b[^\n]{0,30}False|\bmismatched elements\b",
         negatable=True,
     ),
@@ -169,13 +189,19 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "A functorch transform (grad, vmap, vjp, jacrev)",
         r"torch\.func\.\w+|\bfunctorch\b|\bvmap\(|\bjacrev\(|\bjacfwd\(|\bvjp\(",
     ),
-    _spec("fsdp", "FSDP / fully_shard", r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel"),
-    _spec("ddp", "DistributedDataParallel", r"\bDDP\b|DistributedDataParallel"),
+    _spec(
+        "fsdp",
+        "FSDP / fully_shard",
+        r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel",
+        negatable=True,
+    ),
+    _spec("ddp", "DistributedDataParallel", r"\bDDP\b|DistributedDataParallel", negatable=True),
     _spec(
         "dtensor",
         "DTensor / tensor parallel",
         r"\bDTensor\b|\bdistribute_tensor\b|torch\.distributed\.tensor|parallelize_module"
         r"|\bShard\(\d\)|\bReplicate\(\)",
+        negatable=True,
     ),
     _spec(
         "c10d",
@@ -239,9 +265,13 @@ SIGNAL_DESCRIPTIONS: dict[str, str] = {spec.name: spec.description for spec in S
 }
 
 
-def mask_cc_lines(text: str) -> str:
+def _blank(match: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+def mask_noise(text: str) -> str:
     # Blank out rather than delete, so every span still points into the original text.
-    return CC_LINE.sub(lambda m: " " * len(m.group(0)), text)
+    return ENVIRONMENT.sub(_blank, CC_LINE.sub(_blank, text))
 
 
 def _negated(text: str, start: int) -> bool:
@@ -253,7 +283,7 @@ def extract(sources: list[TextSource]) -> dict[str, list[Evidence]]:
     """Every signal found in the sources, with the spans that show it (first hit per source)."""
     found: dict[str, list[Evidence]] = {}
     for source in sources:
-        text = mask_cc_lines(source.text)
+        text = mask_noise(source.text)
         for spec in SIGNALS:
             if spec.title_only and source.name != "title":
                 continue
@@ -266,7 +296,7 @@ def extract(sources: list[TextSource]) -> dict[str, list[Evidence]]:
                 break
         if source.name != "title":
             for block in CODE_BLOCK.finditer(text):
-                if re.search(r"^\s*(import torch|from torch)", block.group(1), re.MULTILINE):
+                if REPRO_CODE.search(block.group(1)):
                     start, end = block.span(1)
                     snippet = block.group(1).strip().splitlines()[0][:120]
                     found.setdefault("repro_present", []).append(

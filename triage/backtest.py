@@ -1,0 +1,321 @@
+"""Scoring a rubric against issues whose right labels are known.
+
+The labels a proposal would leave on an issue are compared with the labels humans left, both
+closed under the label implications GitHub automation applies, and both cut down to the
+queue's vocabulary: a rubric is only judged on what it may propose.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from triage import ingest
+from triage.models import Decision, Proposal, Queue
+from triage.rubric.engine import Draft, IssueInput
+from triage.rubric.loader import RUBRICS_DIR, Rubric
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+IMPLICATIONS = RUBRICS_DIR / "label-implications.json"
+WORST_MISSES = 15
+
+Proposer = Callable[[Rubric, IssueInput], Draft]
+
+
+@functools.cache
+def implication_rules() -> tuple[tuple[frozenset[str], tuple[str, ...]], ...]:
+    data = json.loads(IMPLICATIONS.read_text())
+    return tuple((frozenset(rule["any"]), tuple(rule["then"])) for rule in data["rules"])
+
+
+def closure(labels: Iterable[str]) -> set[str]:
+    closed = set(labels)
+    changed = True
+    while changed:
+        changed = False
+        for trigger, implied in implication_rules():
+            if trigger & closed and not closed.issuperset(implied):
+                closed.update(implied)
+                changed = True
+    return closed
+
+
+@dataclass(frozen=True)
+class Case:
+    issue: IssueInput
+    visible: frozenset[str]  # what the proposer sees: the labels that put it in the queue
+    truth: frozenset[str]  # what humans left on it
+
+
+@dataclass
+class Counts:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 0.0
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "precision": round(self.precision, 4),
+            "recall": round(self.recall, 4),
+            "f1": round(self.f1, 4),
+            "support": self.tp + self.fn,
+            "tp": self.tp,
+            "fp": self.fp,
+            "fn": self.fn,
+        }
+
+
+@dataclass
+class Report:
+    queue: str
+    rubric_version: str
+    proposer: str
+    issues: int = 0
+    labels: dict[str, Counts] = field(default_factory=lambda: defaultdict(Counts))
+    tiers: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    rules: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+    per_issue: list[dict[str, Any]] = field(default_factory=list)
+
+    def micro(self) -> Counts:
+        total = Counts()
+        for counts in self.labels.values():
+            total.tp += counts.tp
+            total.fp += counts.fp
+            total.fn += counts.fn
+        return total
+
+    def macro(self) -> dict[str, float]:
+        scored = [c for c in self.labels.values() if c.tp + c.fp + c.fn]
+        if not scored:
+            return {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        return {
+            "precision": round(sum(c.precision for c in scored) / len(scored), 4),
+            "recall": round(sum(c.recall for c in scored) / len(scored), 4),
+            "f1": round(sum(c.f1 for c in scored) / len(scored), 4),
+        }
+
+    def tier_summary(self) -> dict[str, dict[str, float | int]]:
+        summary: dict[str, dict[str, float | int]] = {}
+        for tier in ("high", "medium", "low"):
+            counts = self.tiers.get(tier, Counter())
+            changes = counts["right_changes"] + counts["wrong_changes"]
+            summary[tier] = {
+                "issues": counts["issues"],
+                "coverage": round(counts["issues"] / self.issues, 4) if self.issues else 0.0,
+                # Of the label changes proposed at this tier, how many humans also made.
+                "precision": round(counts["right_changes"] / changes, 4) if changes else 0.0,
+                # Issues whose proposal was exactly what humans did: one key press.
+                "exact": round(counts["exact"] / counts["issues"], 4) if counts["issues"] else 0.0,
+            }
+        return summary
+
+    def worst(self) -> list[dict[str, Any]]:
+        missed = [entry for entry in self.per_issue if entry["missing"] or entry["extra"]]
+        missed.sort(key=lambda e: (-(len(e["missing"]) + len(e["extra"])), e["number"]))
+        return missed[:WORST_MISSES]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "rubric_version": self.rubric_version,
+            "proposer": self.proposer,
+            "issues": self.issues,
+            "micro": {
+                k: v
+                for k, v in self.micro().as_dict().items()
+                if k in ("precision", "recall", "f1")
+            },
+            "macro": self.macro(),
+            "labels": {name: c.as_dict() for name, c in sorted(self.labels.items())},
+            "tiers": self.tier_summary(),
+            "rules": {
+                rule: {"fired": c["fired"], "right": c["right"], "wrong": c["wrong"]}
+                for rule, c in sorted(self.rules.items())
+            },
+            "worst_misses": self.worst(),
+            "per_issue": self.per_issue,
+        }
+
+
+def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_name: str) -> Report:
+    report = Report(queue=rubric.name, rubric_version=rubric.version, proposer=proposer_name)
+    vocabulary = rubric.vocabulary.allowed
+    rules = {rule.id: rule for rule in rubric.rules}
+    for case in cases:
+        draft = proposer(rubric, case.issue)
+        truth = closure(case.truth) & vocabulary
+        predicted = closure((case.visible | set(draft.add)) - set(draft.remove)) & vocabulary
+        missing = sorted(truth - predicted)
+        extra = sorted(predicted - truth)
+        for label in (predicted | truth) - (case.visible & predicted & truth):
+            counts = report.labels[label]
+            if label in predicted and label in truth:
+                counts.tp += 1
+            elif label in predicted:
+                counts.fp += 1
+            else:
+                counts.fn += 1
+        tier = report.tiers[draft.tier]
+        tier["issues"] += 1
+        tier["exact"] += not missing and not extra
+        for label in draft.add:
+            tier["right_changes" if label in truth else "wrong_changes"] += 1
+        for label in draft.remove:
+            tier["right_changes" if label not in truth else "wrong_changes"] += 1
+        for rule_id in draft.rules_fired:
+            rule = rules.get(rule_id)
+            outcome = report.rules[rule_id]
+            outcome["fired"] += 1
+            right = (
+                rule is not None
+                and all(label in truth for label in rule.add if label in vocabulary)
+                and not any(label in truth for label in rule.remove)
+            )
+            outcome["right" if right else "wrong"] += 1
+        report.issues += 1
+        report.per_issue.append(
+            {
+                "number": case.issue.number,
+                "add": list(draft.add),
+                "remove": list(draft.remove),
+                "template": draft.template,
+                "tier": draft.tier,
+                "score": draft.score,
+                "rules": list(draft.rules_fired),
+                "missing": missing,
+                "extra": extra,
+            }
+        )
+    return report
+
+
+class BacktestInputError(ValueError):
+    pass
+
+
+def belongs(raw: dict[str, Any], labels: list[str], queue: Queue) -> bool:
+    """Whether a labelled issue was triaged in this queue.
+
+    A "queue" field says so outright (needed for issues that were redirected away, which no
+    longer carry the queue's labels); otherwise the final labels must still carry them.
+    """
+    if "queue" in raw:
+        return bool(raw["queue"] == queue.slug)
+    return set(queue.require_labels) <= set(labels)
+
+
+def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
+    """Issues carrying their final labels, shown to the proposer with only the queue's labels."""
+    visible = frozenset(queue.require_labels)
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                fields = ingest.parse(raw)
+            except (json.JSONDecodeError, ingest.IssueFormatError) as exc:
+                raise BacktestInputError(f"{path}:{number}: {exc}") from None
+            if not belongs(raw, fields.labels, queue):
+                continue
+            yield Case(
+                issue=IssueInput(
+                    number=fields.number,
+                    title=fields.title,
+                    body=fields.body,
+                    labels=tuple(sorted(visible)),
+                    comments=tuple((c["id"], c["body"]) for c in fields.comments or []),
+                ),
+                visible=visible,
+                truth=frozenset(fields.labels),
+            )
+
+
+def cases_from_history(queue: Queue) -> Iterator[Case]:
+    """What oncalls decided in the console: the labels they approved are the truth.
+
+    A rejection counts as "nothing should change": the reviewer said the proposal was wrong and
+    approved no other change. The issue's text is the one stored now.
+    """
+    latest: dict[int, Decision] = {}
+    decisions = (
+        Decision.objects.filter(proposal__queue=queue)
+        .exclude(write__state="conflict")
+        .select_related("proposal__issue")
+        .order_by("decided_at", "pk")
+    )
+    for decision in decisions:
+        latest[decision.proposal.issue_id] = decision
+    for decision in latest.values():
+        proposal: Proposal = decision.proposal
+        issue = proposal.issue
+        seen = frozenset(proposal.labels_seen)
+        truth = (seen | set(decision.add_labels)) - set(decision.remove_labels)
+        yield Case(
+            issue=IssueInput(
+                number=issue.number,
+                title=issue.title,
+                body=issue.body,
+                labels=tuple(sorted(seen)),
+                comments=tuple(
+                    (int(c.get("id") or 0), str(c.get("body") or "")) for c in issue.comments
+                ),
+            ),
+            visible=seen,
+            truth=frozenset(truth),
+        )
+
+
+def format_text(report: Report) -> str:
+    data = report.as_dict()
+    lines = [
+        f"Backtest of rubric {data['queue']} {data['rubric_version']} ({data['proposer']}) on {data['issues']} issues",
+        "",
+        "micro  precision {precision:.3f}  recall {recall:.3f}  F1 {f1:.3f}".format(
+            **data["micro"]
+        ),
+        "macro  precision {precision:.3f}  recall {recall:.3f}  F1 {f1:.3f}".format(
+            **data["macro"]
+        ),
+        "",
+        f"{'label':40} {'prec':>6} {'recall':>6} {'F1':>6} {'supp':>5} {'tp':>4} {'fp':>4} {'fn':>4}",
+    ]
+    for name, c in data["labels"].items():
+        lines.append(
+            f"{name:40} {c['precision']:6.3f} {c['recall']:6.3f} {c['f1']:6.3f} "
+            f"{c['support']:5d} {c['tp']:4d} {c['fp']:4d} {c['fn']:4d}"
+        )
+    lines += ["", f"{'tier':8} {'issues':>6} {'coverage':>8} {'precision':>9} {'exact':>6}"]
+    for tier, t in data["tiers"].items():
+        lines.append(
+            f"{tier:8} {t['issues']:6d} {t['coverage']:8.3f} {t['precision']:9.3f} {t['exact']:6.3f}"
+        )
+    lines += ["", f"{'rule':40} {'fired':>5} {'right':>5} {'wrong':>5}"]
+    for rule, r in data["rules"].items():
+        lines.append(f"{rule:40} {r['fired']:5d} {r['right']:5d} {r['wrong']:5d}")
+    lines += ["", "worst misses:"]
+    for entry in data["worst_misses"]:
+        lines.append(
+            f"  #{entry['number']}: missing {', '.join(entry['missing']) or '-'}; "
+            f"extra {', '.join(entry['extra']) or '-'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from triage import backtest
+from triage.models import Queue
+from triage.rubric import engine, loader
+
+if TYPE_CHECKING:
+    from argparse import ArgumentParser
+
+
+class Command(BaseCommand):
+    help = (
+        "Score a queue's rubric against issues with known final labels (a JSON Lines file in "
+        "GitHub's REST shape), or against the decisions oncalls made in the console."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--queue", required=True, help="queue slug")
+        parser.add_argument("file", nargs="?", type=Path)
+        parser.add_argument("--from-history", action="store_true")
+        parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        queue = Queue.objects.filter(slug=options["queue"]).first()
+        if queue is None:
+            raise CommandError(f"no queue {options['queue']!r}")
+        if options["from_history"] == (options["file"] is not None):
+            raise CommandError("give either FILE or --from-history")
+        if options["from_history"]:
+            cases = list(backtest.cases_from_history(queue))
+        else:
+            path: Path = options["file"]
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file")
+            try:
+                cases = list(backtest.cases_from_file(path, queue))
+            except backtest.BacktestInputError as exc:
+                raise CommandError(str(exc)) from None
+        rubric = loader.load(queue.rubric)
+        report = backtest.score(cases, rubric, engine.propose, engine.PROPOSER)
+        if options["json"]:
+            self.stdout.write(json.dumps(report.as_dict()))
+        else:
+            self.stdout.write(backtest.format_text(report))

@@ -243,3 +243,46 @@ def test_signal_failure_modes(text, present, absent):
     found = signals_of(text)
     assert present <= found, found
     assert not (absent & found), found
+
+
+def corpus_sources():
+    import json
+
+    for path in (loader.RUBRICS_DIR.parent / "demo" / "issues.jsonl",):
+        for line in path.read_text().splitlines():
+            raw = json.loads(line)
+            yield (
+                raw["number"],
+                IssueInput(
+                    raw["number"],
+                    raw["title"],
+                    raw["body"] or "",
+                    (),
+                    tuple((c["id"], c["body"]) for c in raw.get("comments") or []),
+                ).sources(),
+            )
+
+
+def test_the_keyword_prefilter_never_changes_what_is_found():
+    from triage.rubric.signals import extract
+
+    checked = 0
+    for number, sources in corpus_sources():
+        assert extract(sources) == extract(sources, prefilter=False), number
+        checked += 1
+    assert checked >= 40
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "aot_eager:\n passes, and inductor\nfails",
+        "İstanbul build: works on CUDA but fails on CPU",  # lower() changes the length here
+        "x" * 3000 + "\nSegmentation fault (core dumped)\n" + "y" * 3000,
+    ],
+)
+def test_the_prefilter_agrees_on_awkward_text(text):
+    from triage.rubric.signals import TextSource, extract
+
+    sources = [TextSource("body", text)]
+    assert extract(sources) == extract(sources, prefilter=False)

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 # Bots add "cc @user ..." lines after labelling: they say who was notified, not what is wrong.
 CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
 # collect_env output lists every installed package ("[pip3] nvidia-nccl-cu12==2.27"): it says
-# what is installed, not what the bug involves. Its "Versions" section is blanked to the next heading.
-ENVIRONMENT = re.compile(
-    r"^#+[ \t]*Versions[ \t]*$.*?(?=^#+[ \t]|\Z)|^[ \t]*\[(?:pip3?|conda)\].*$",
-    re.MULTILINE | re.IGNORECASE | re.DOTALL,
-)
+# what is installed, not what the bug involves. Its "Versions" section is blanked to the next
+# heading, and so are package lines pasted elsewhere.
+VERSIONS_HEADING = re.compile(r"#+[ \t]*versions[ \t]*$")
+PACKAGE_LINE = re.compile(r"[ \t]*\[(?:pip3?|conda)\]")
 # A script that uses torch, in Python or C++ (libtorch).
 REPRO_CODE = re.compile(r"^\s*(import torch|from torch|#include <torch/)", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
@@ -48,6 +47,10 @@ class SignalSpec:
     name: str
     description: str
     pattern: re.Pattern[str]
+    # Lower-case literals, one of which is in every match. Scanning a 5 KB issue with forty
+    # case-insensitive patterns costs milliseconds; str.find for the keywords costs microseconds,
+    # and the pattern then runs only on the lines around a hit. None: always run the pattern.
+    keywords: tuple[str, ...] | None
     title_only: bool = False
     negatable: bool = False
 
@@ -68,9 +71,16 @@ _FAILS = r"(?:fails|errors|crashes|breaks|raises|is wrong)\b"
 
 
 def _spec(
-    name: str, description: str, pattern: str, *, title_only: bool = False, negatable: bool = False
+    name: str,
+    description: str,
+    pattern: str,
+    keywords: tuple[str, ...] | None,
+    *,
+    title_only: bool = False,
+    negatable: bool = False,
 ) -> SignalSpec:
-    return SignalSpec(name, description, re.compile(pattern, re.IGNORECASE), title_only, negatable)
+    compiled = re.compile(pattern, re.IGNORECASE)
+    return SignalSpec(name, description, compiled, keywords, title_only, negatable)
 
 
 # Text signals. Derived signals (computed from these) are in `derive` below.
@@ -79,79 +89,118 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "graph_break",
         "Dynamo could not trace something: Unsupported / graph break",
         r"torch\._dynamo\.exc\.Unsupported|\bUnsupported: |\bgraph[ _-]breaks?\b",
+        ("unsupported", "graph break", "graph_break", "graph-break"),
     ),
-    _spec("internal_dynamo_error", "InternalTorchDynamoError", r"\bInternalTorchDynamoError\b"),
+    _spec(
+        "internal_dynamo_error",
+        "InternalTorchDynamoError",
+        r"\bInternalTorchDynamoError\b",
+        ("internaltorchdynamoerror",),
+    ),
     _spec(
         "backend_compiler_failed",
         "BackendCompilerFailed (InductorError since 2.8)",
         r"\bBackendCompilerFailed\b|\bInductorError\b",
+        ("backendcompilerfailed", "inductorerror"),
     ),
     _spec(
         "recompile_limit",
         "Recompilation limit reached",
         r"\bRecompileError\b|\b(cache_size_limit|recompile_limit)\b|hit config\.\w*limit",
+        ("recompileerror", "cache_size_limit", "recompile_limit", "hit config."),
     ),
     _spec(
         "data_dependent",
         "Data-dependent guard or symbol",
         r"GuardOnDataDependentSymNode|data[- ]dependent|\bUnbacked\w*Sym|\bu\d+ \(unbacked",
+        ("datadependent", "data-dependent", "data dependent", "unbacked"),
     ),
     _spec(
         "dynamic_false_fixes",
         "The reporter says dynamic=False makes it pass",
         r"dynamic\s*=\s*False[^\n]{0,80}?\b(works|fixes|passes|is fine|succeeds|goes away|no error)"
         r"|\b(works|passes|fine|succeeds)\b[^\n]{0,40}?dynamic\s*=\s*False",
+        ("dynamic",),
     ),
     _spec(
         "guard_failure",
         "Guard failures or SymInt trouble",
         r"(?<!following )\bguard failure|\bSymInt\b|\bSymFloat\b|\bsymbolic shape",
+        ("guard failure", "symint", "symfloat", "symbolic shape"),
     ),
-    _spec("frames_dynamo", "Traceback frames in torch/_dynamo", r"torch/_dynamo/"),
-    _spec("frames_inductor", "Traceback frames in torch/_inductor", r"torch/_inductor/"),
+    _spec(
+        "frames_dynamo", "Traceback frames in torch/_dynamo", r"torch/_dynamo/", ("torch/_dynamo/",)
+    ),
+    _spec(
+        "frames_inductor",
+        "Traceback frames in torch/_inductor",
+        r"torch/_inductor/",
+        ("torch/_inductor/",),
+    ),
     _spec(
         "frames_aot_autograd",
         "Traceback frames in AOT autograd",
         r"torch/_functorch/_aot_autograd/|torch/_functorch/aot_autograd\.py",
+        ("torch/_functorch/",),
     ),
     _spec(
         "ablation_aot_eager_works",
         "The aot_eager backend works",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('aot_eager')}",
+        ("aot_eager",),
     ),
     _spec(
         "ablation_inductor_fails",
         "The inductor backend fails",
         rf"{_BACKEND.format('inductor')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('inductor')}",
+        ("inductor",),
     ),
     _spec(
         "ablation_aot_eager_fails",
         "The aot_eager backend fails",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('aot_eager')}",
+        ("aot_eager",),
     ),
     _spec(
         "ablation_eager_works",
         'The "eager" backend (Dynamo only) works',
         rf"{_EAGER_BACKEND}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_EAGER_BACKEND}",
+        ("eager",),
     ),
     _spec(
         "cpu_only",
         "Fails on CPU only",
         r"\[CPU\]|\bCPU[- ]only\b|only (fails |happens |reproduces )?(on|with) (the )?CPU"
         r"|works (fine )?on (CUDA|GPU)[^\n.]{0,30}?\bfails on CPU|fails on CPU[^\n.]{0,30}?works (fine )?on (CUDA|GPU)",
+        ("cpu",),
         negatable=True,
     ),
-    _spec("cuda_scope", "Mentions CUDA or a GPU", r"\bCUDA\b|\bGPU\b|\bcuda:\d|device=[\"']cuda"),
+    _spec(
+        "cuda_scope",
+        "Mentions CUDA or a GPU",
+        r"\bCUDA\b|\bGPU\b|\bcuda:\d|device=[\"']cuda",
+        ("cuda", "gpu"),
+    ),
     _spec(
         "mkldnn",
         "MKLDNN / oneDNN codegen",
         r"\bmkldnn\b|\boneDNN\b|\bcpp_wrapper\b|cpp codegen",
+        ("mkldnn", "onednn", "cpp_wrapper", "cpp codegen"),
     ),
     _spec(
         "crash",
         "A crash: segfault, illegal memory access, device-side assert",
         r"Segmentation fault|\bSIGSEGV\b|illegal memory access|device-side assert|core dumped"
         r"|\bSIGABRT\b|Fatal Python error",
+        (
+            "segmentation fault",
+            "sigsegv",
+            "illegal memory access",
+            "device-side assert",
+            "core dumped",
+            "sigabrt",
+            "fatal python error",
+        ),
         negatable=True,
     ),
     _spec(
@@ -161,6 +210,16 @@ SIGNALS: tuple[SignalSpec, ...] = (
         r"|outputs? (differs?|mismatch)|accuracy (mismatch|failure|issue)|differs? from eager"
         r"|silently (wrong|incorrect|produces|returns|gives|computes|corrupt)"
         r"|\ballclose\b[^\n]{0,30}False|\bmismatched elements\b",
+        (
+            "wrong",
+            "incorrect",
+            "output",
+            "accuracy",
+            "differ",
+            "allclose",
+            "mismatched",
+            "silently",
+        ),
         negatable=True,
     ),
     _spec(
@@ -168,39 +227,61 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "A regression: it used to work",
         r"\bused to work\b|\bregress(ion|ed)\b|\bworked (fine )?(in|on|with) (v|version |torch |\d)"
         r"|\bbroke (in|after|since) \d",
+        ("used to work", "regress", "worked", "broke"),
         negatable=True,
     ),
-    _spec("fuzzer", "Found by a fuzzer", r"\bfuzz(er|ers|ing|ed)?\b"),
+    _spec("fuzzer", "Found by a fuzzer", r"\bfuzz(er|ers|ing|ed)?\b", ("fuzz",)),
     _spec(
         "compile_used",
         "torch.compile is involved",
         r"torch\.compile|@torch\.compile|\bdynamo\b|\binductor\b|\bcompiled?\b model",
+        ("torch.compile", "dynamo", "inductor", "compile model", "compiled model"),
     ),
     _spec(
         "export_used",
         "torch.export is involved",
         r"torch\.export\b|torch\._export\b|\bExportedProgram\b|\bexport\.export\(",
+        ("torch.export", "torch._export", "exportedprogram", "export.export("),
     ),
     _spec(
-        "flex_attention", "Flex attention", r"\bflex_attention\b|\bFlexAttention\b|flex attention"
+        "flex_attention",
+        "Flex attention",
+        r"\bflex_attention\b|\bFlexAttention\b|flex attention",
+        ("flex_attention", "flexattention", "flex attention"),
     ),
     _spec(
         "functorch_transform",
         "A functorch transform (grad, vmap, vjp, jacrev)",
         r"torch\.func\.\w+|\bfunctorch\b|\bvmap\(|\bjacrev\(|\bjacfwd\(|\bvjp\(",
+        ("torch.func.", "functorch", "vmap(", "jacrev(", "jacfwd(", "vjp("),
     ),
     _spec(
         "fsdp",
         "FSDP / fully_shard",
         r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel",
+        ("fsdp", "fully_shard", "fullyshardeddataparallel"),
         negatable=True,
     ),
-    _spec("ddp", "DistributedDataParallel", r"\bDDP\b|DistributedDataParallel", negatable=True),
+    _spec(
+        "ddp",
+        "DistributedDataParallel",
+        r"\bDDP\b|DistributedDataParallel",
+        ("ddp", "distributeddataparallel"),
+        negatable=True,
+    ),
     _spec(
         "dtensor",
         "DTensor / tensor parallel",
         r"\bDTensor\b|\bdistribute_tensor\b|torch\.distributed\.tensor|parallelize_module"
         r"|\bShard\(\d\)|\bReplicate\(\)",
+        (
+            "dtensor",
+            "distribute_tensor",
+            "torch.distributed.tensor",
+            "parallelize_module",
+            "shard(",
+            "replicate()",
+        ),
         negatable=True,
     ),
     _spec(
@@ -208,41 +289,71 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "Process groups, collectives and their backends",
         r"\bProcessGroup\w*|\ball_reduce\b|\ball_gather\w*|\breduce_scatter\w*|\bbroadcast\("
         r"|\bNCCL\b|\bGloo\b|init_process_group|\bTCPStore\b|\bc10d\b|\bDeviceMesh\b|init_device_mesh",
+        (
+            "processgroup",
+            "all_reduce",
+            "all_gather",
+            "reduce_scatter",
+            "broadcast(",
+            "nccl",
+            "gloo",
+            "init_process_group",
+            "tcpstore",
+            "c10d",
+            "devicemesh",
+            "init_device_mesh",
+        ),
     ),
     _spec(
-        "elastic", "torchrun / elastic", r"\btorchrun\b|torch\.distributed\.elastic|\belastic agent"
+        "elastic",
+        "torchrun / elastic",
+        r"\btorchrun\b|torch\.distributed\.elastic|\belastic agent",
+        ("torchrun", "torch.distributed.elastic", "elastic agent"),
     ),
     _spec(
         "checkpoint",
         "Distributed checkpointing (DCP, state-dict utilities)",
         r"torch\.distributed\.checkpoint|\bDCP\b|\bdcp\.(save|load|async_save)"
         r"|\b(get|set)_(model_|optimizer_)?state_dict\b|\basync_save\b",
+        ("torch.distributed.checkpoint", "dcp", "state_dict", "async_save"),
     ),
     _spec(
-        "pipelining", "Pipeline parallelism", r"torch\.distributed\.pipelining|\bpipeline parallel"
+        "pipelining",
+        "Pipeline parallelism",
+        r"torch\.distributed\.pipelining|\bpipeline parallel",
+        ("torch.distributed.pipelining", "pipeline parallel"),
     ),
-    _spec("rpc", "torch.distributed.rpc", r"torch\.distributed\.rpc|\brpc_sync\b|\brpc_async\b"),
+    _spec(
+        "rpc",
+        "torch.distributed.rpc",
+        r"torch\.distributed\.rpc|\brpc_sync\b|\brpc_async\b",
+        ("torch.distributed.rpc", "rpc_sync", "rpc_async"),
+    ),
     _spec(
         "question_title",
         "The title asks a question",
         r"^\s*(how (do|can|to|should)|what is|why does|is (it|there) (a way|possible)|can i)\b|\?\s*$",
+        None,
         title_only=True,
     ),
     _spec(
         "question_body",
         "The body asks how to do something",
         r"\bhow (do|can|should) (i|we|one)\b|\bis there a way to\b|\bwhat is the (right|best|recommended) way\b",
+        ("how do", "how can", "how should", "is there a way to", "what is the"),
     ),
     _spec(
         "feature_request",
         "Asks for new functionality",
         r"###\s*🚀 The feature|\bfeature request\b|\bplease add (support|an? )|\bwould be (nice|great) to (have|support)",
+        ("the feature", "feature request", "please add", "would be nice", "would be great"),
     ),
     _spec(
         "external_dependency",
         "The reproducer needs files or setup we do not have",
         r"\b(my|our) (private |internal )?(model|dataset|checkpoint|weights)\b|\bcannot share\b"
         r"|\bdownload\w* (the|my)\b|\binternal (code|repo)\b",
+        ("my ", "our ", "cannot share", "download", "internal "),
     ),
 )
 
@@ -271,7 +382,27 @@ def _blank(match: re.Match[str]) -> str:
 
 def mask_noise(text: str) -> str:
     # Blank out rather than delete, so every span still points into the original text.
-    return ENVIRONMENT.sub(_blank, CC_LINE.sub(_blank, text))
+    lowered = text.lower()
+    if "cc @" in lowered or "cc\t@" in lowered:
+        text = CC_LINE.sub(_blank, text)
+    hits = [
+        i
+        for i in (lowered.find("versions"), lowered.find("[pip"), lowered.find("[conda]"))
+        if i >= 0
+    ]
+    if not hits:
+        return text
+    # The environment dump sits at the end: walk the lines from the first that may begin it.
+    start = text.rfind("\n", 0, min(hits)) + 1
+    lines = text[start:].split("\n")
+    in_versions = False
+    for index, line in enumerate(lines):
+        stripped = line.lstrip().lower()
+        if stripped.startswith("#"):
+            in_versions = VERSIONS_HEADING.match(stripped) is not None
+        if in_versions or PACKAGE_LINE.match(line):
+            lines[index] = " " * len(line)
+    return text[:start] + "\n".join(lines)
 
 
 def _negated(text: str, start: int) -> bool:
@@ -279,22 +410,63 @@ def _negated(text: str, start: int) -> bool:
     return NEGATION.search(text[max(line_start, start - 40) : start]) is not None
 
 
-def extract(sources: list[TextSource]) -> dict[str, list[Evidence]]:
-    """Every signal found in the sources, with the spans that show it (first hit per source)."""
+def _windows(spec: SignalSpec, text: str, lowered: str) -> list[tuple[int, int]]:
+    """Where a match may be: the line of each keyword hit with its neighbours, in text order."""
+    assert spec.keywords is not None
+    line_starts: set[int] = set()
+    for keyword in spec.keywords:
+        hit = lowered.find(keyword)
+        while hit != -1:
+            line_starts.add(text.rfind("\n", 0, hit) + 1)
+            hit = lowered.find(keyword, hit + len(keyword))
+    windows: list[tuple[int, int]] = []
+    for line_start in sorted(line_starts):
+        # A phrase may wrap once ("aot_eager:\n passes"): take the lines around the hit too.
+        start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1 if line_start else 0
+        end = text.find("\n", line_start)
+        end = len(text) if end == -1 else text.find("\n", end + 1)
+        end = len(text) if end == -1 else end
+        if windows and start <= windows[-1][1]:
+            windows[-1] = (windows[-1][0], max(end, windows[-1][1]))
+        else:
+            windows.append((start, end))
+    return windows
+
+
+def _first_match(spec: SignalSpec, text: str, lowered: str | None) -> re.Match[str] | None:
+    if spec.keywords is None or lowered is None:
+        spans = [(0, len(text))]
+    else:
+        spans = _windows(spec, text, lowered)
+    for start, end in spans:
+        for match in spec.pattern.finditer(text, start, end):
+            if spec.negatable and _negated(text, match.start()):
+                continue
+            return match
+    return None
+
+
+def extract(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, list[Evidence]]:
+    """Every signal found in the sources, with the span that shows it (first hit per source).
+
+    `prefilter=False` scans every pattern over the whole text: slower, and the same answer.
+    """
     found: dict[str, list[Evidence]] = {}
     for source in sources:
         text = mask_noise(source.text)
+        lowered: str | None = text.lower()
+        # Lower-casing a few scripts changes the length, and then offsets would not line up.
+        if not prefilter or len(lowered or "") != len(text):
+            lowered = None
         for spec in SIGNALS:
             if spec.title_only and source.name != "title":
                 continue
-            for match in spec.pattern.finditer(text):
-                if spec.negatable and _negated(text, match.start()):
-                    continue
+            match = _first_match(spec, text, lowered)
+            if match is not None:
                 found.setdefault(spec.name, []).append(
                     Evidence(spec.name, source.name, match.start(), match.end(), match.group(0))
                 )
-                break
-        if source.name != "title":
+        if source.name != "title" and "```" in text:
             for block in CODE_BLOCK.finditer(text):
                 if REPRO_CODE.search(block.group(1)):
                     start, end = block.span(1)

@@ -286,3 +286,45 @@ def test_the_prefilter_agrees_on_awkward_text(text):
 
     sources = [TextSource("body", text)]
     assert extract(sources) == extract(sources, prefilter=False)
+
+
+def test_an_already_classified_distributed_issue_only_gets_ptd_bot_triaged():
+    labels = ("oncall: distributed", "oncall: distributed parallelisms", "module: fsdp")
+    body = "FSDP hangs at step 3, no repro yet. Segmentation fault (core dumped)"
+    draft = propose(loader.load("distributed"), issue(body, labels=labels))
+    assert draft.rules_fired == ("dist-already-classified",)
+    assert draft.add == ("ptd-bot-triaged",)
+
+
+def test_a_sub_oncall_alone_is_not_classified():
+    labels = ("oncall: distributed", "oncall: distributed parallelisms")
+    body = "fully_shard(model) hangs\n```python\nimport torch\n```"
+    draft = propose(loader.load("distributed"), issue(body, labels=labels))
+    assert "dist-already-classified" not in draft.rules_fired
+    assert "module: fsdp" in draft.add
+    # The existing sub-oncall is kept and no second one is added.
+    assert not any(label.startswith("oncall: distributed ") for label in draft.add)
+
+
+def test_the_high_priority_flow_leaves_ptd_bot_triaged_off():
+    body = "DDP training segfaults: Segmentation fault (core dumped)\n```python\nimport torch\n```"
+    draft = propose(loader.load("distributed"), issue(body, labels=("oncall: distributed",)))
+    assert "triage review" in draft.add
+    assert "module: ddp" in draft.add
+    assert "ptd-bot-triaged" not in draft.add
+
+
+def test_a_vague_distributed_report_gets_review_not_a_guessed_module():
+    body = "Multi-node training is slow on rank 3, not sure why."
+    draft = propose(loader.load("distributed"), issue(body, labels=("oncall: distributed",)))
+    assert set(draft.add) == {"triage review", "ptd-bot-triaged"}
+    assert draft.template == ""
+
+
+def test_a_rule_on_an_unknown_label_condition_is_refused(rubric_copy):
+    rules = rubric_copy / "rules.toml"
+    rules.write_text(
+        rules.read_text() + RULE.replace('when = ["graph_break"]', 'has_labels = ["nope"]')
+    )
+    with pytest.raises(loader.RubricError, match="unknown label 'nope'"):
+        loader.load_from(rubric_copy)

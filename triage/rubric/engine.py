@@ -82,12 +82,18 @@ class Draft:
     rules_fired: tuple[str, ...] = field(default=())
 
 
-def fires(rule: Rule, signals: dict[str, list[Evidence]]) -> bool:
+def fires(rule: Rule, signals: dict[str, list[Evidence]], labels: frozenset[str]) -> bool:
     if not all(name in signals for name in rule.when):
         return False
     if rule.any and not any(name in signals for name in rule.any):
         return False
-    return not any(name in signals for name in rule.unless)
+    if any(name in signals for name in rule.unless):
+        return False
+    if not labels.issuperset(rule.has_labels):
+        return False
+    if any(labels.isdisjoint(group) for group in rule.has_one_of):
+        return False
+    return labels.isdisjoint(rule.lacks_labels)
 
 
 def _evidence_for(rule: Rule, signals: dict[str, list[Evidence]]) -> list[Evidence]:
@@ -98,14 +104,21 @@ def _evidence_for(rule: Rule, signals: dict[str, list[Evidence]]) -> list[Eviden
 
 def propose(rubric: Rubric, issue: IssueInput) -> Draft:
     signals = extract(issue.sources())
-    fired = [rule for rule in rubric.rules if fires(rule, signals)]
+    labels = frozenset(issue.labels)
+    fired: list[Rule] = []
+    for rule in rubric.rules:
+        if fires(rule, signals, labels):
+            fired.append(rule)
+            if rule.stop:
+                break
+    suppressed = {label for rule in fired for label in rule.suppress}
     add: list[str] = []
     remove: list[str] = []
     citations: list[Citation] = []
     template = ""
     close = False
     for rule in fired:
-        add.extend(label for label in rule.add if label not in add)
+        add.extend(label for label in rule.add if label not in add and label not in suppressed)
         remove.extend(label for label in rule.remove if label not in remove)
         if rule.template and not template:
             template = rule.template

@@ -59,6 +59,15 @@ class Rule:
     confidence: float
     sections: tuple[str, ...]
     rationale: str
+    # Conditions on the labels the issue already carries.
+    has_labels: tuple[str, ...] = ()
+    # Each group: at least one of its labels is on the issue.
+    has_one_of: tuple[tuple[str, ...], ...] = ()
+    lacks_labels: tuple[str, ...] = ()
+    # Labels no other rule may add when this one fires (the high-priority flow omits
+    # ptd-bot-triaged so that a human picks the issue up), and whether later rules are skipped.
+    suppress: tuple[str, ...] = ()
+    stop: bool = False
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,11 @@ def load_from(directory: Path) -> Rubric:
             "confidence",
             "sections",
             "rationale",
+            "has_labels",
+            "has_one_of",
+            "lacks_labels",
+            "suppress",
+            "stop",
         }
         if unknown_keys:
             raise RubricError(
@@ -256,12 +270,28 @@ def load_from(directory: Path) -> Rubric:
             confidence=float(entry.get("confidence", 0.5)),
             sections=_strings(entry.get("sections", []), rules_path, rules_text, where, "sections"),
             rationale=str(entry.get("rationale", "")).strip(),
+            has_labels=_strings(
+                entry.get("has_labels", []), rules_path, rules_text, where, "has_labels"
+            ),
+            has_one_of=tuple(
+                _strings(group, rules_path, rules_text, where, "has_one_of")
+                for group in entry.get("has_one_of", [])
+            ),
+            lacks_labels=_strings(
+                entry.get("lacks_labels", []), rules_path, rules_text, where, "lacks_labels"
+            ),
+            suppress=_strings(entry.get("suppress", []), rules_path, rules_text, where, "suppress"),
+            stop=bool(entry.get("stop", False)),
         )
-        if not rule.when and not rule.any:
-            raise RubricError(rules_path, line, f"rule {rule_id!r} has no condition (when / any)")
+        if not (rule.when or rule.any or rule.has_labels or rule.has_one_of):
+            raise RubricError(rules_path, line, f"rule {rule_id!r} has no condition")
         for signal in (*rule.when, *rule.any, *rule.unless):
             if signal not in SIGNAL_NAMES:
                 raise RubricError(rules_path, line, f"rule {rule_id!r}: unknown signal {signal!r}")
+        one_of = [label for group in rule.has_one_of for label in group]
+        for label in (*rule.has_labels, *one_of, *rule.lacks_labels, *rule.suppress):
+            if label not in labels:
+                raise RubricError(rules_path, line, f"rule {rule_id!r}: unknown label {label!r}")
         for label in (*rule.add, *rule.remove):
             if label not in labels:
                 raise RubricError(rules_path, line, f"rule {rule_id!r}: unknown label {label!r}")

@@ -106,7 +106,7 @@ def test_inbox_orders_newest_or_least_confident(client, oncall):
     low = make_proposal(number=5001, title="Vague", body="It is broken, please help")
     high = make_proposal(
         number=5002,
-        title="[Inductor][CPU] NaN",
+        title="[Inductor][CPU] layernorm fails",
         body=(
             "works with aot_eager, fails with inductor, only on CPU\n```python\nimport torch\n```"
         ),
@@ -140,7 +140,7 @@ def test_issue_page_shows_the_proposal_card(client, oncall):
     assert "+ module: dynamo" in html
     assert "component-isolation" in html  # the cited section id
     assert "Name the component precisely" in html  # and its title
-    assert "torch._dynamo.exc.Unsupported" in html  # the quoted evidence
+    assert "<mark>Graph break</mark>" in html  # the quoted evidence, marked in its context
     assert escape(proposal.rationale) in html
     assert f"{proposal.tier}</span>" in html
     assert "Ask for a self-contained reproducer" in html or proposal.comment_template in html

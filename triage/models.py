@@ -194,6 +194,27 @@ class Proposal(models.Model):
     def is_pending(self) -> bool:
         return self.status == Proposal.Status.PENDING
 
+    def cited_evidence(self) -> list[dict[str, Any]]:
+        """The citations, each with the text around its evidence so the span can be marked."""
+        issue = self.issue
+        texts = {"title": issue.title, "body": issue.body} | {
+            f"comment:{comment.get('id')}": str(comment.get("body") or "")
+            for comment in issue.comments
+        }
+        cited = []
+        for citation in self.citations:
+            text = texts.get(citation["source"], "")
+            start, end = citation["start"], citation["end"]
+            if citation["evidence"] and text[start:end] == citation["evidence"]:
+                context = {
+                    "before": text[max(0, start - 60) : start],
+                    "after": text[end : end + 60],
+                }
+            else:
+                context = {"before": "", "after": ""}
+            cited.append(citation | context)
+        return cited
+
     @property
     def is_empty(self) -> bool:
         return not (self.add_labels or self.remove_labels or self.comment_body or self.close)

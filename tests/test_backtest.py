@@ -78,7 +78,7 @@ def test_labels_are_compared_closed_under_implications(tmp_path):
 def test_a_malformed_line_is_reported(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"number": 1}\n')
-    with pytest.raises(CommandError, match="bad.jsonl:1: missing field"):
+    with pytest.raises(CommandError, match=r"bad\.jsonl:1: missing field"):
         call_command("backtest", "--queue", "pt2", str(path))
 
 

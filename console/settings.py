@@ -7,6 +7,7 @@ in-process, so that a new user sees the console with one command. `DATABASE_URL`
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -171,6 +172,29 @@ GITHUB_DEFAULT_REPOSITORY = env_str("GITHUB_DEFAULT_REPOSITORY", "pytorch/pytorc
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
+
+# The model proposer. The SDK's own ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL work as anywhere.
+ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "")
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-4-6")
+ANTHROPIC_MAX_TOKENS = env_int("ANTHROPIC_MAX_TOKENS", 1024)
+ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 3)
+ANTHROPIC_TIMEOUT_SECONDS = env_float("ANTHROPIC_TIMEOUT_SECONDS", 60.0)
+# US dollars per million tokens. ANTHROPIC_PRICES (JSON, same shape) replaces the table.
+ANTHROPIC_PRICES: dict[str, dict[str, float]] = {
+    "claude-sonnet-4-6": {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30},
+    "claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cache_write": 1.25, "cache_read": 0.10},
+    "claude-opus-4-6": {"input": 5.0, "output": 25.0, "cache_write": 6.25, "cache_read": 0.50},
+}
+if os.environ.get("ANTHROPIC_PRICES"):
+    try:
+        ANTHROPIC_PRICES = json.loads(os.environ["ANTHROPIC_PRICES"])
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"ANTHROPIC_PRICES is not valid JSON: {exc}") from None
+# The Message Batches API costs half; backlogs of at least this many issues go through it.
+ANTHROPIC_BATCH_DISCOUNT = env_float("ANTHROPIC_BATCH_DISCOUNT", 0.5)
+TRIAGE_BATCH_THRESHOLD = env_int("TRIAGE_BATCH_THRESHOLD", 20)
+TRIAGE_BATCH_POLL_SECONDS = env_float("TRIAGE_BATCH_POLL_SECONDS", 60.0)
 
 LOGGING = {
     "version": 1,

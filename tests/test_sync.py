@@ -118,7 +118,8 @@ def test_a_new_rubric_version_reproposes_pending_but_not_decided(
         note="no",
     )
     Proposal.objects.update(rubric_version="an-older-version")
-    repropose_stale.delay()
+    with django_capture_on_commit_callbacks(execute=True):
+        repropose_stale.delay()
 
     assert Proposal.objects.filter(issue__number=1).count() == 1
     assert (

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -39,6 +40,22 @@ class Queue(models.Model):
     )
     rubric = models.CharField(max_length=50, help_text="Directory name under triage/rubrics/")
     position = models.PositiveSmallIntegerField(default=0)
+
+    class Proposer(models.TextChoices):
+        RULES = "rules"
+        LLM = "llm", "Claude"
+        HYBRID = "hybrid", "Rules, then Claude where they are unsure"
+
+    proposer = models.CharField(max_length=10, choices=Proposer, default=Proposer.RULES)
+    hybrid_threshold = models.FloatField(
+        default=0.7, help_text="In hybrid mode, rule proposals scoring below this also ask Claude."
+    )
+    daily_budget_usd = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        default=Decimal("5.00"),
+        help_text="Model calls stop for the day once this queue's spend reaches it.",
+    )
 
     # Incremental sync state. The cursor is GitHub's own updated_at, never our clock.
     sync_cursor = models.DateTimeField(null=True, blank=True)
@@ -153,6 +170,13 @@ class Proposal(models.Model):
     citations = models.JSONField(default=list)
     # What the policy guard removed: [{"label", "action", "reason"}]
     dropped = models.JSONField(default=list)
+    # Model proposals: tokens, latency and cost; a notice when the queue's proposer was not used.
+    usage = models.JSONField(default=dict, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=10, decimal_places=6, null=True, blank=True)
+    notice = models.TextField(blank=True)
+    # Hybrid mode: the other proposer's answer where the two disagree.
+    alternative = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -188,6 +212,11 @@ class Proposal(models.Model):
             rationale=draft.rationale,
             citations=[c.as_dict() for c in draft.citations],
             dropped=[d.as_dict() for d in draft.dropped],
+            usage=dict(draft.usage),
+            latency_ms=draft.latency_ms,
+            cost_usd=draft.cost_usd,
+            notice=draft.notice,
+            alternative=dict(draft.alternative),
         )
 
     @property
@@ -261,6 +290,28 @@ class Proposal(models.Model):
                 write = Write.objects.create(decision=decision)
                 apply_write.delay_on_commit(write.pk)
         return decision
+
+
+class ModelBatch(models.Model):
+    """A Message Batch sent for a backlog of one queue, until its results are collected."""
+
+    class State(models.TextChoices):
+        SUBMITTED = "submitted"
+        COLLECTED = "collected"
+        FAILED = "failed"
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="batches")
+    batch_id = models.CharField(max_length=100, unique=True)
+    rubric_version = models.CharField(max_length=64)
+    # custom_id -> [issue id, the issue content hash the request was built from]
+    items = models.JSONField(default=dict)
+    state = models.CharField(max_length=10, choices=State, default=State.SUBMITTED)
+    created_at = models.DateTimeField(default=timezone.now)
+    collected_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.batch_id} ({self.state})"
 
 
 class Decision(models.Model):

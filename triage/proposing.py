@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+from dataclasses import replace
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from triage import claude
 from triage.models import Issue, Proposal, Queue
 from triage.rubric import engine, loader
+
+if TYPE_CHECKING:
+    from triage.rubric.engine import Draft
+    from triage.rubric.loader import Rubric
 
 
 def issue_input(issue: Issue) -> engine.IssueInput:
@@ -15,6 +27,25 @@ def issue_input(issue: Issue) -> engine.IssueInput:
         body=issue.body,
         labels=tuple(issue.labels),
         comments=tuple((int(c.get("id") or 0), str(c.get("body") or "")) for c in issue.comments),
+    )
+
+
+def is_decided(issue: Issue, queue: Queue) -> bool:
+    # A human decided it: never re-proposed behind their back, even if the issue changes later.
+    return Proposal.objects.filter(
+        issue=issue, queue=queue, status=Proposal.Status.DECIDED
+    ).exists()
+
+
+def _current(issue: Issue, queue: Queue) -> Proposal | None:
+    return Proposal.objects.filter(issue=issue, queue=queue, status=Proposal.Status.PENDING).first()
+
+
+def is_fresh(proposal: Proposal | None, issue: Issue, rubric: Rubric) -> bool:
+    return (
+        proposal is not None
+        and proposal.input_hash == issue.content_hash
+        and proposal.rubric_version == rubric.version
     )
 
 
@@ -33,46 +64,89 @@ def queues_to_propose(issue: Issue) -> list[Queue]:
             continue
         if is_decided(issue, queue):
             continue
-        current = Proposal.objects.filter(
-            issue=issue, queue=queue, status=Proposal.Status.PENDING
-        ).first()
-        rubric = loader.load(queue.rubric)
-        if (
-            current
-            and current.input_hash == issue.content_hash
-            and current.rubric_version == rubric.version
-        ):
-            continue
-        needed.append(queue)
+        if not is_fresh(_current(issue, queue), issue, loader.load(queue.rubric)):
+            needed.append(queue)
     return needed
 
 
-def is_decided(issue: Issue, queue: Queue) -> bool:
-    # A human decided it: never re-proposed behind their back, even if the issue changes later.
-    return Proposal.objects.filter(
-        issue=issue, queue=queue, status=Proposal.Status.DECIDED
-    ).exists()
+def enqueue(queue: Queue, issue_ids: list[int]) -> None:
+    """Propose for these issues: a backlog for a model queue goes through one Message Batch."""
+    from triage.tasks import propose_backlog, propose_issue
 
-
-def propose(issue: Issue, queue: Queue) -> Proposal | None:
-    """Make the issue's current proposal for the queue, superseding a stale pending one.
-
-    Idempotent: with nothing changed it returns the existing proposal. Returns None when the
-    issue is not in the queue, or a human decided it (also if that happened while we computed).
-    """
-    if not queue.matches(issue.labels, issue.state) or is_decided(issue, queue):
-        return None
-    rubric = loader.load(queue.rubric)
-    current = Proposal.objects.filter(
-        issue=issue, queue=queue, status=Proposal.Status.PENDING
-    ).first()
     if (
-        current
-        and current.input_hash == issue.content_hash
-        and current.rubric_version == rubric.version
+        queue.proposer != Queue.Proposer.RULES
+        and settings.ANTHROPIC_API_KEY
+        and len(issue_ids) >= settings.TRIAGE_BATCH_THRESHOLD
     ):
-        return current
-    draft = engine.propose(rubric, issue_input(issue))
+        propose_backlog.delay_on_commit(queue.pk, issue_ids)
+        return
+    for issue_id in issue_ids:
+        propose_issue.delay_on_commit(issue_id, queue.pk)
+
+
+def spent_today(queue: Queue) -> Decimal:
+    midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
+    spent = Proposal.objects.filter(queue=queue, created_at__gte=midnight).aggregate(
+        total=Sum("cost_usd")
+    )["total"]
+    return spent or Decimal(0)
+
+
+def model_unavailable(queue: Queue) -> str:
+    """Why the model may not be asked for this queue now, or "" if it may."""
+    if not settings.ANTHROPIC_API_KEY:
+        return "no ANTHROPIC_API_KEY is configured"
+    if spent_today(queue) >= queue.daily_budget_usd:
+        return f"the queue's daily model budget of ${queue.daily_budget_usd} is spent"
+    return ""
+
+
+def wants_model(queue: Queue, rules: Draft) -> bool:
+    if queue.proposer == Queue.Proposer.RULES:
+        return False
+    if queue.proposer == Queue.Proposer.HYBRID:
+        return not rules.rules_fired or rules.score < queue.hybrid_threshold
+    return True
+
+
+def with_notice(rules: Draft, notice: str) -> Draft:
+    return replace(rules, notice=f"{notice}. This is the rules' proposal.")
+
+
+def combine(queue: Queue, rules: Draft, model: Draft) -> Draft:
+    """The model's draft; in hybrid mode it also carries the rules' answer where they differ."""
+    if queue.proposer != Queue.Proposer.HYBRID:
+        return model
+    hybrid = replace(
+        model,
+        proposer="hybrid",
+        proposer_version=f"rules-{rules.proposer_version}+{model.proposer_version}",
+    )
+    ours = (set(rules.add), set(rules.remove), rules.template)
+    theirs = (set(model.add), set(model.remove), model.template)
+    return replace(hybrid, alternative=rules.summary()) if ours != theirs else hybrid
+
+
+def draft_for(queue: Queue, rubric: Rubric, issue: engine.IssueInput) -> Draft:
+    rules = engine.propose(rubric, issue)
+    if not wants_model(queue, rules):
+        return rules
+    reason = model_unavailable(queue)
+    if reason:
+        return with_notice(rules, f"Claude was not asked: {reason}")
+    try:
+        model = claude.propose(rubric, issue)
+    except claude.ModelUnavailable as exc:
+        return with_notice(rules, f"Claude was not asked: {exc}")
+    except claude.ModelOutputError as exc:
+        fallback = with_notice(rules, f"Claude's answer was unusable twice ({exc}); fell back")
+        return replace(fallback, usage=exc.usage, cost_usd=exc.cost)
+    return combine(queue, rules, model)
+
+
+def save(issue: Issue, queue: Queue, draft: Draft) -> Proposal | None:
+    """Store the draft as the issue's pending proposal, superseding the one it replaces."""
+    current = _current(issue, queue)
     try:
         with transaction.atomic():
             if current is not None:
@@ -88,3 +162,18 @@ def propose(issue: Issue, queue: Queue) -> Proposal | None:
         # Another worker created the pending proposal first: theirs stands.
         return None
     return proposal
+
+
+def propose(issue: Issue, queue: Queue) -> Proposal | None:
+    """Make the issue's current proposal for the queue, superseding a stale pending one.
+
+    Idempotent: with nothing changed it returns the existing proposal. Returns None when the
+    issue is not in the queue, or a human decided it (also if that happened while we computed).
+    """
+    if not queue.matches(issue.labels, issue.state) or is_decided(issue, queue):
+        return None
+    rubric = loader.load(queue.rubric)
+    current = _current(issue, queue)
+    if current is not None and is_fresh(current, issue, rubric):
+        return current
+    return save(issue, queue, draft_for(queue, rubric, issue_input(issue)))

@@ -9,9 +9,9 @@ from celery.contrib.django.task import DjangoTask
 from django.conf import settings
 from django.utils import timezone
 
-from triage import proposing, sync, writeback
+from triage import batching, claude, proposing, sync, writeback
 from triage.github import PermanentGitHubError, RetryableGitHubError
-from triage.models import Issue, Proposal, Queue, Write
+from triage.models import Issue, ModelBatch, Proposal, Queue, Write
 from triage.rubric import loader
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,35 @@ def repropose_stale() -> None:
         stale = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).exclude(
             rubric_version=version
         )
-        for issue_id in stale.values_list("issue_id", flat=True):
-            propose_issue.delay(issue_id, queue.pk)
+        issue_ids = list(stale.values_list("issue_id", flat=True))
+        if issue_ids:
+            proposing.enqueue(queue, issue_ids)
+
+
+@shared_task(base=DjangoTask)
+def propose_backlog(queue_id: int, issue_ids: list[int]) -> None:
+    """Rules now for every issue; the ones the model should see go out as one Message Batch."""
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if queue is None:
+        return
+    batch = batching.submit(queue, list(Issue.objects.filter(pk__in=issue_ids)))
+    if batch is not None:
+        collect_batch.apply_async((batch.pk,), countdown=settings.TRIAGE_BATCH_POLL_SECONDS)
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=24 * 60)
+def collect_batch(self: DjangoTask[[int], None], batch_id: int) -> None:
+    batch = ModelBatch.objects.filter(pk=batch_id, state=ModelBatch.State.SUBMITTED).first()
+    if batch is None:
+        return
+    try:
+        ended = batching.ended(batch)
+    except claude.ModelUnavailable as exc:
+        ended = False
+        log.warning("batch %s: %s", batch.batch_id, exc)
+    if not ended:
+        raise self.retry(countdown=settings.TRIAGE_BATCH_POLL_SECONDS)
+    batching.collect(batch)
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None)

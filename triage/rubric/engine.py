@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from triage.rubric.signals import Evidence, TextSource, extract
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from triage.rubric.loader import Rubric, Rule
 
 PROPOSER = "rules"
@@ -80,6 +82,25 @@ class Draft:
     citations: tuple[Citation, ...]
     dropped: tuple[Dropped, ...] = ()
     rules_fired: tuple[str, ...] = field(default=())
+    # What a model proposal cost: tokens {"input", "output", "cache_write", "cache_read"}.
+    usage: dict[str, int] = field(default_factory=dict)
+    latency_ms: int | None = None
+    cost_usd: Decimal | None = None
+    # Shown to the reviewer: why this proposal is not what the queue's proposer would give.
+    notice: str = ""
+    # In hybrid mode, the other proposer's answer where the two disagree.
+    alternative: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "proposer": self.proposer,
+            "add": list(self.add),
+            "remove": list(self.remove),
+            "template": self.template,
+            "tier": self.tier,
+            "score": self.score,
+            "rationale": self.rationale,
+        }
 
 
 def fires(rule: Rule, signals: dict[str, list[Evidence]], labels: frozenset[str]) -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,9 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from triage import ingest
-from triage.models import Issue
-from triage.proposing import queues_to_propose
-from triage.tasks import propose_issue
+from triage.models import Issue, Queue
+from triage.proposing import enqueue, queues_to_propose
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
@@ -59,6 +59,7 @@ class Command(BaseCommand):
                 + "\n".join(errors)
             )
         created = updated = 0
+        to_propose: dict[Queue, list[int]] = defaultdict(list)
         with transaction.atomic():
             for fields in parsed:
                 existed = Issue.objects.filter(
@@ -72,7 +73,9 @@ class Command(BaseCommand):
                 else:
                     created += 1
                 for queue in queues_to_propose(issue):
-                    propose_issue.delay_on_commit(issue.pk, queue.pk)
+                    to_propose[queue].append(issue.pk)
+            for queue, issue_ids in to_propose.items():
+                enqueue(queue, issue_ids)
         self.stdout.write(
             f"{created} new, {updated} updated, {len(parsed) - created - updated} unchanged"
         )

@@ -328,3 +328,70 @@ def test_a_rule_on_an_unknown_label_condition_is_refused(rubric_copy):
     )
     with pytest.raises(loader.RubricError, match="unknown label 'nope'"):
         loader.load_from(rubric_copy)
+
+
+def test_a_finished_triage_adds_triaged():
+    body = "```\ntorch._dynamo.exc.Unsupported: call_method\n```"
+    draft = propose(loader.load("pt2"), issue(body))
+    assert draft.add[-1] == "triaged"
+    assert any(c.rule == "completion" and c.section == "done" for c in draft.citations)
+
+
+@pytest.mark.parametrize(
+    ("body", "labels"),
+    [
+        # Waiting on the meeting.
+        ("torch._dynamo.exc.Unsupported: x\nSegmentation fault (core dumped)", ("oncall: pt2",)),
+        # Handed to another team.
+        ("aot_eager: passes\ninductor: fails\nOnly on CPU.", ("oncall: pt2",)),
+        # Already waiting on the reporter.
+        ("torch._dynamo.exc.Unsupported: x", ("oncall: pt2", "needs reproduction")),
+        # No component named.
+        ("It is slow, please help.\n```python\nimport torch\n```", ("oncall: pt2",)),
+    ],
+)
+def test_an_unfinished_triage_does_not(body, labels):
+    draft = propose(loader.load("pt2"), issue(body, labels=labels))
+    assert "triaged" not in draft.add
+
+
+def test_devset_covers_every_rule_of_every_rubric():
+    """The labelled set backs every rule with at least one issue on which it fires."""
+    import json
+
+    from triage.rubric.engine import IssueInput as Input
+
+    path = loader.RUBRICS_DIR.parent / "devset" / "issues.jsonl"
+    fired: dict[str, set[str]] = {name: set() for name in loader.available()}
+    queue_labels = {"pt2": ("oncall: pt2",), "distributed": ("oncall: distributed",), "triage": ()}
+    for line in path.read_text().splitlines():
+        raw = json.loads(line)
+        labels = tuple(raw.get("intake_labels") or queue_labels[raw["queue"]])
+        comments = tuple((c["id"], c["body"]) for c in raw["comments"])
+        case = Input(raw["number"], raw["title"], raw["body"] or "", labels, comments)
+        fired[raw["queue"]].update(propose(loader.load(raw["queue"]), case).rules_fired)
+    for name in loader.available():
+        missing = {rule.id for rule in loader.load(name).rules} - fired[name]
+        assert not missing, (name, sorted(missing))
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        (
+            "No torch.compile involved, this is plain torch.export.export",
+            {"export_used"},
+            {"torch_compile_call"},
+        ),
+        ("throughput down 18% from 2.10", {"perf_regression"}, set()),
+        ("tokens/s: That's -14%.", {"perf_regression"}, set()),
+        ("3% slower on our small MLP", set(), {"perf_regression"}),
+        ('a cryptic AttributeError "no attribute _spec"', {"error_message"}, set()),
+        ("RuntimeError: could not find a kernel", set(), {"error_message"}),
+        ('`mode="max-autotune"` on CPU picks the cpp_gemm_template and fails', {"mkldnn"}, set()),
+    ],
+)
+def test_more_signal_failure_modes(text, present, absent):
+    found = signals_of(text)
+    assert present <= found, found
+    assert not (absent & found), found

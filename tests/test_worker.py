@@ -45,17 +45,17 @@ POLL_SECONDS = 30.0
 PT2 = "oncall: pt2"
 
 # What the pt2 rubric makes of these bodies (checked against the engine in the test):
-# a graph break with a reproducer -> `module: dynamo` only;
+# a graph break with a reproducer -> `module: dynamo`, and triage is done: `triaged`;
+# a vague failure with no reproducer -> `needs reproduction`;
 NO_REPRO_BODY = (
     "### 🐛 Describe the bug\n\n"
-    "My model graph-breaks somewhere inside torch.compile. I can't share the code.\n"
+    "My model fails somewhere inside torch.compile with an odd error. I can't share the code.\n"
 )
 # an inductor failure on CPU only, without a reproducer -> add `oncall: cpu inductor` and
 # `needs reproduction`, remove `oncall: pt2`, and ask for a reproducer in a comment.
 CPU_NO_REPRO_BODY = (
     "### 🐛 Describe the bug\n\n"
-    "Inductor fails only on CPU, works on CUDA. I can't share the model, it graph-breaks "
-    "somewhere.\n"
+    "Inductor fails only on CPU, works on CUDA. I can't share the model.\n"
 )
 
 
@@ -204,7 +204,10 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     bodies = {4101: PT2_BODY, 4102: NO_REPRO_BODY, 4103: CPU_NO_REPRO_BODY}
     for offset, (number, body) in enumerate(bodies.items()):
         seeded = start + timedelta(minutes=offset)
-        standin.add_issue(REPO, raw_issue(number, body=body, labels=(PT2,), created=seeded))
+        title = f"Issue {number} under torch.compile"
+        standin.add_issue(
+            REPO, raw_issue(number, title=title, body=body, labels=(PT2,), created=seeded)
+        )
     numbers = sorted(bodies)
 
     # 1. The worker syncs the queue and proposes for every issue.
@@ -236,8 +239,8 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
         )
         assert proposal.labels_seen == [PT2]
     assert [p.add_labels for p in proposals] == [
-        ["module: dynamo"],
-        ["module: dynamo", "needs reproduction"],
+        ["module: dynamo", "triaged"],
+        ["needs reproduction"],
         ["oncall: cpu inductor", "needs reproduction"],
     ]
     chosen = proposals[2]

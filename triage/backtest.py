@@ -224,8 +224,12 @@ def belongs(raw: dict[str, Any], labels: list[str], queue: Queue) -> bool:
 
 
 def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
-    """Issues carrying their final labels, shown to the proposer with only the queue's labels."""
-    visible = frozenset(queue.require_labels)
+    """Issues carrying their final labels, shown to the proposer with only the queue's labels.
+
+    An "intake_labels" list, where present, says what the issue carried when it entered the
+    queue (an existing sub-oncall, say): the proposer is shown that instead.
+    """
+    queue_labels = frozenset(queue.require_labels)
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -237,6 +241,8 @@ def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
                 raise BacktestInputError(f"{path}:{number}: {exc}") from None
             if not belongs(raw, fields.labels, queue):
                 continue
+            intake = raw.get("intake_labels")
+            visible = frozenset(intake) if isinstance(intake, list) else queue_labels
             yield Case(
                 issue=IssueInput(
                     number=fields.number,

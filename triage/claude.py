@@ -284,7 +284,8 @@ def propose(rubric: Rubric, issue: IssueInput) -> Draft:
     for _attempt in range(2):
         try:
             message = _call(api, params)
-        except anthropic.APIResponseValidationError as exc:
+        except (anthropic.APIResponseValidationError, json.JSONDecodeError) as exc:
+            # The SDK hands on a body that is not JSON as a bare JSONDecodeError.
             problem = f"the answer could not be read: {exc}"
             continue
         for kind, count in usage_of(message).items():

@@ -223,6 +223,15 @@ class Proposal(models.Model):
     def is_pending(self) -> bool:
         return self.status == Proposal.Status.PENDING
 
+    def hybrid_difference(self) -> dict[str, list[str]]:
+        """Label changes only one of the two proposers made ("-label" for a removal)."""
+        rules = {
+            *self.alternative.get("add", []),
+            *(f"-{r}" for r in self.alternative.get("remove", [])),
+        }
+        model = {*self.add_labels, *(f"-{r}" for r in self.remove_labels)}
+        return {"only_model": sorted(model - rules), "only_rules": sorted(rules - model)}
+
     def cited_evidence(self) -> list[dict[str, Any]]:
         """The citations, each with the text around its evidence so the span can be marked."""
         issue = self.issue

@@ -2,21 +2,25 @@ from __future__ import annotations
 
 import csv
 import json
+from datetime import timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import authenticate, login
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from triage.decisions import DecisionError, parse_decision
 from triage.models import Decision, Issue, Proposal, Queue, Write
+from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.tasks import apply_write, sync_queue
 
@@ -105,10 +109,22 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
     order = _order(request)
     proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
-    context = {"queue": queue, "proposals": proposals, "order": order, "left": len(proposals)}
-    if request.htmx and not request.htmx.boosted:
-        return render(request, "triage/inbox.html#inbox-body", context)
+    context = {
+        "queue": queue,
+        "proposals": proposals,
+        "order": order,
+        "left": len(proposals),
+        "spend": _spend(queue),
+    }
     return render(request, "triage/inbox.html", context)
+
+
+def _spend(queue: Queue) -> dict[str, Decimal]:
+    if queue.proposer == Queue.Proposer.RULES:
+        return {}
+    month = timezone.now() - timedelta(days=30)
+    total = Proposal.objects.filter(queue=queue, created_at__gte=month).aggregate(s=Sum("cost_usd"))
+    return {"today": spent_today(queue), "month": total["s"] or Decimal(0)}
 
 
 @require_GET
@@ -197,15 +213,14 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     try:
         fields = parse_decision(request.POST, proposal)
     except DecisionError as exc:
-        context = _issue_context(request, proposal, order) | {"error": str(exc)}
-        return render(request, "triage/issue.html", context, status=422)
+        return _refused(request, proposal, order, str(exc), status=422)
     _, following, _ = _neighbours(proposal, order)
-    decision = proposal.decide(user=request.user, **fields)
-    if decision is None:
-        context = _issue_context(request, proposal, order) | {
-            "error": "This proposal was already decided or replaced by a newer one."
-        }
-        return render(request, "triage/issue.html", context, status=409)
+    made = proposal.decide(user=request.user, **fields)
+    if made is None:
+        reason = "This proposal was already decided or replaced by a newer one."
+        return _refused(request, proposal, order, reason, status=409)
+    # Re-read: the write may already have been applied (tasks in-process) since it was created.
+    decision = Decision.objects.select_related("write", "proposal__issue").get(pk=made.pk)
     if following is None:
         url = f"{reverse('inbox', args=[proposal.queue.slug])}?order={order}&after={decision.pk}"
     else:
@@ -222,6 +237,15 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return redirect(url)
 
 
+def _refused(
+    request: HtmxHttpRequest, proposal: Proposal, order: str, reason: str, status: int
+) -> HttpResponse:
+    context = _issue_context(request, proposal, order) | {"error": reason}
+    response = render(request, "triage/issue.html", context, status=status)
+    # The page stays the issue's: the POST-only decide URL must not reach the address bar.
+    return push_url(response, False) if request.htmx else response
+
+
 def inbox_after_decision(
     request: HtmxHttpRequest, queue: Queue, order: str, decision: Decision
 ) -> HttpResponse:
@@ -231,6 +255,7 @@ def inbox_after_decision(
         "proposals": proposals,
         "order": order,
         "left": len(proposals),
+        "spend": _spend(queue),
         "previous_decision": decision,
     }
     return render(request, "triage/inbox.html", context)

@@ -155,6 +155,17 @@ def propose(rubric: Rubric, issue: IssueInput) -> Draft:
                         section_id, section.title, rule.id, ev.text, ev.source, ev.start, ev.end
                     )
                 )
+    completion = rubric.completion
+    if (
+        completion is not None
+        and completion.requires_any.intersection(add)
+        and completion.blocked_by.isdisjoint(add)
+        and completion.blocked_by.isdisjoint(labels)
+    ):
+        add.extend(label for label in completion.add if label not in add)
+        for section_id in completion.sections:
+            section = rubric.sections[section_id]
+            citations.append(Citation(section_id, section.title, "completion", "", "", 0, 0))
     if fired:
         score = min(rule.confidence for rule in fired)
         rationale = " ".join(rule.rationale for rule in fired if rule.rationale)

@@ -71,6 +71,17 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Completion:
+    """Labels added when a proposal finishes triage: it names one of `requires_any` and adds
+    none of `blocked_by` (and the issue carries none of them)."""
+
+    add: tuple[str, ...]
+    requires_any: frozenset[str]
+    blocked_by: frozenset[str]
+    sections: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Vocabulary:
     allowed: frozenset[str]
     forbidden: frozenset[str]
@@ -90,6 +101,7 @@ class Rubric:
     medium_tier: float
     no_rule_score: float
     source_files: dict[str, str] = field(repr=False)
+    completion: Completion | None = None
 
     def tier(self, score: float) -> str:
         if score >= self.high_tier:
@@ -314,8 +326,35 @@ def load_from(directory: Path) -> Rubric:
             raise RubricError(rules_path, line, f"rule {rule_id!r}: confidence must be in [0, 1]")
         rules.append(rule)
 
+    completion = None
+    if "completion" in rules_data:
+        entry = rules_data["completion"]
+        where = "[completion]"
+        line = _line_of(rules_text, where)
+        completion = Completion(
+            add=_strings(entry.get("add", []), rules_path, rules_text, where, "add"),
+            requires_any=frozenset(
+                _strings(
+                    entry.get("requires_any", []), rules_path, rules_text, where, "requires_any"
+                )
+            ),
+            blocked_by=frozenset(
+                _strings(entry.get("blocked_by", []), rules_path, rules_text, where, "blocked_by")
+            ),
+            sections=_strings(entry.get("sections", []), rules_path, rules_text, where, "sections"),
+        )
+        for label in (*completion.add, *completion.requires_any, *completion.blocked_by):
+            if label not in vocabulary.allowed:
+                raise RubricError(
+                    rules_path, line, f"completion: label {label!r} is not in the vocabulary"
+                )
+        for section in completion.sections:
+            if section not in sections:
+                raise RubricError(rules_path, line, f"completion: unknown section {section!r}")
+
     return Rubric(
         name=directory.name,
+        completion=completion,
         version=digest.hexdigest()[:16],
         sections=sections,
         rules=tuple(rules),

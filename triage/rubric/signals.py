@@ -184,8 +184,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "mkldnn",
         "MKLDNN / oneDNN codegen",
-        r"\bmkldnn\b|\boneDNN\b|\bcpp_wrapper\b|cpp codegen",
-        ("mkldnn", "onednn", "cpp_wrapper", "cpp codegen"),
+        r"\bmkldnn\b|\boneDNN\b|\bcpp_wrapper\b|\bcpp codegen|\bcpp_gemm\w*|codegen/cpp|\bCPP GEMM",
+        ("mkldnn", "onednn", "cpp_wrapper", "cpp codegen", "cpp_gemm", "codegen/cpp", "cpp gemm"),
     ),
     _spec(
         "crash",
@@ -356,10 +356,23 @@ SIGNALS: tuple[SignalSpec, ...] = (
         ("my ", "our ", "cannot share", "download", "internal "),
     ),
     _spec(
+        "triton",
+        "Triton kernels: compilation errors, asserts, generated kernels",
+        r"\btriton\.compiler\b|\bTriton compilation\b|\bCompilationError\b|\btriton_(poi|red|per|tem)_\w+|\btl\.\w+\(|\bTritonError\b",
+        ("triton", "compilationerror", "tl."),
+    ),
+    _spec(
+        "cudagraphs",
+        "CUDA graphs (reduce-overhead)",
+        r"\bcuda ?graphs?\b|\bcudagraph\w*|reduce-overhead",
+        ("cuda graph", "cudagraph", "reduce-overhead"),
+    ),
+    _spec(
         "torch_compile_call",
         "Calls torch.compile itself",
         r"torch\.compile\b",
         ("torch.compile",),
+        negatable=True,
     ),
     _spec(
         "frames_distributed",
@@ -395,14 +408,18 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "error_message",
         "A confusing error message",
-        r"\b(confusing|misleading|unhelpful|unclear|cryptic|better) error( messages?)?\b|\berror messages? (is|was|are) (confusing|misleading|unhelpful|wrong|unclear)",
-        ("error",),
+        r"\b(confusing|misleading|unhelpful|unclear|cryptic|useless|bad|better)\b[^.\n]{0,30}?(error|message)"
+        r"|\b(error )?messages?\b[^.\n]{0,40}?\b(confusing|misleading|unhelpful|wrong|unclear|useless|points at)"
+        r"|\bthe message (leaks|hides|is (confusing|misleading|useless))",
+        ("error", "message"),
     ),
     _spec(
         "perf_regression",
-        "A performance regression with a figure",
-        r"\b\d+(\.\d+)?\s?%\s+(slower|regression|drop|slowdown|worse)|\b(slower|slowdown|regressed|worse) (of|by) \d+(\.\d+)?\s?%|\bperf(ormance)? regression",
-        ("%", "perf regression", "performance regression"),
+        "A performance regression of 10% or more",
+        r"\b([1-9]\d|\d{3,})(\.\d+)?\s?%\s+(slower|regression|drop|slowdown|worse)"
+        r"|\b(slower|slowdown|regressed|worse|down|dropped|drop|lower)\b[^.\n%]{0,12}?-?([1-9]\d|\d{3,})(\.\d+)?\s?%"
+        r"|(?<![\w.])-([1-9]\d|\d{3,})(\.\d+)?\s?%|\b\d+(\.\d+)?x slower\b",
+        ("%", "x slower"),
         negatable=True,
     ),
     _spec(
@@ -621,6 +638,11 @@ def derive(found: dict[str, list[Evidence]]) -> None:
         found["distributed_any"] = distributed[:1]
     else:
         found["no_distributed_api"] = []
-    inductor = found.get("ablation_inductor_fails") or found.get("frames_inductor")
-    if inductor and "cpu_only" in found:
-        found["inductor_cpu_only"] = [*found["cpu_only"][:1], *inductor[:1]]
+    inductor = (
+        found.get("ablation_inductor_fails")
+        or found.get("frames_inductor")
+        or found.get("backend_compiler_failed")
+    )
+    cpu = found.get("cpu_only") or found.get("mkldnn")
+    if inductor and cpu:
+        found["inductor_cpu_only"] = [*cpu[:1], *inductor[:1]]

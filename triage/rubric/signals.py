@@ -8,7 +8,10 @@ quoted evidence a proposal cites, so a reviewer sees why a rule fired.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
+
+import ahocorasick
 
 # Bots add "cc @user ..." lines after labelling: they say who was notified, not what is wrong.
 CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
@@ -147,25 +150,25 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "ablation_aot_eager_works",
         "The aot_eager backend works",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('aot_eager')}",
-        ("aot_eager",),
+        ("works", "passes", "is fine", "succeeds", "runs fine", "ok"),
     ),
     _spec(
         "ablation_inductor_fails",
         "The inductor backend fails",
         rf"{_BACKEND.format('inductor')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('inductor')}",
-        ("inductor",),
+        ("fails", "errors", "crashes", "breaks", "raises", "is wrong"),
     ),
     _spec(
         "ablation_aot_eager_fails",
         "The aot_eager backend fails",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('aot_eager')}",
-        ("aot_eager",),
+        ("fails", "errors", "crashes", "breaks", "raises", "is wrong"),
     ),
     _spec(
         "ablation_eager_works",
         'The "eager" backend (Dynamo only) works',
         rf"{_EAGER_BACKEND}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_EAGER_BACKEND}",
-        ("eager",),
+        ("works", "passes", "is fine", "succeeds", "runs fine", "ok"),
     ),
     _spec(
         "cpu_only",
@@ -396,7 +399,19 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "compile_time",
         "Compile or start-up time",
         r"\bcompil(e|ation) times?\b|\bslow to compile\b|\bcompil(es|ing) (takes|took)\b|\bcold[- ]start\b|\bwarm[- ]start\b",
-        ("compil", "cold", "warm"),
+        (
+            "compile time",
+            "compilation time",
+            "slow to compile",
+            "compiles take",
+            "compiling take",
+            "compiles took",
+            "compiling took",
+            "cold start",
+            "cold-start",
+            "warm start",
+            "warm-start",
+        ),
     ),
     _spec(
         "numerical",
@@ -411,7 +426,19 @@ SIGNALS: tuple[SignalSpec, ...] = (
         r"\b(confusing|misleading|unhelpful|unclear|cryptic|useless|bad|better)\b[^.\n]{0,30}?(error|message)"
         r"|\b(error )?messages?\b[^.\n]{0,40}?\b(confusing|misleading|unhelpful|wrong|unclear|useless|points at)"
         r"|\bthe message (leaks|hides|is (confusing|misleading|useless))",
-        ("error", "message"),
+        (
+            "confusing",
+            "misleading",
+            "unhelpful",
+            "unclear",
+            "cryptic",
+            "useless",
+            "bad",
+            "better",
+            "wrong",
+            "points at",
+            "the message",
+        ),
     ),
     _spec(
         "perf_regression",
@@ -543,10 +570,10 @@ def mask_noise(text: str) -> str:
     lines = text[start:].split("\n")
     in_versions = False
     for index, line in enumerate(lines):
-        stripped = line.lstrip().lower()
+        stripped = line.lstrip()
         if stripped.startswith("#"):
-            in_versions = VERSIONS_HEADING.match(stripped) is not None
-        if in_versions or PACKAGE_LINE.match(line):
+            in_versions = VERSIONS_HEADING.match(stripped.lower()) is not None
+        if in_versions or (stripped.startswith("[") and PACKAGE_LINE.match(line)):
             lines[index] = " " * len(line)
     return text[:start] + "\n".join(lines)
 
@@ -556,17 +583,36 @@ def _negated(text: str, start: int) -> bool:
     return NEGATION.search(text[max(line_start, start - 40) : start]) is not None
 
 
-def _windows(spec: SignalSpec, text: str, lowered: str) -> list[tuple[int, int]]:
+def _keyword_automaton() -> ahocorasick.Automaton:
+    """Every keyword of every signal, found in one pass over a text (Aho-Corasick)."""
+    owners: dict[str, list[str]] = defaultdict(list)
+    for spec in SIGNALS:
+        for keyword in spec.keywords or ():
+            owners[keyword].append(spec.name)
+    automaton = ahocorasick.Automaton()
+    for keyword, names in owners.items():
+        automaton.add_word(keyword, (len(keyword), tuple(names)))
+    automaton.make_automaton()
+    return automaton
+
+
+KEYWORDS = _keyword_automaton()
+
+
+def _keyword_hits(lowered: str) -> dict[str, list[int]]:
+    """Where each signal's keywords start in the text."""
+    hits: dict[str, list[int]] = defaultdict(list)
+    for end, (length, names) in KEYWORDS.iter(lowered):
+        for name in names:
+            hits[name].append(end - length + 1)
+    return hits
+
+
+def _windows(text: str, positions: list[int]) -> list[tuple[int, int]]:
     """Where a match may be: the line of each keyword hit with its neighbours, in text order."""
-    assert spec.keywords is not None
-    line_starts: set[int] = set()
-    for keyword in spec.keywords:
-        hit = lowered.find(keyword)
-        while hit != -1:
-            line_starts.add(text.rfind("\n", 0, hit) + 1)
-            hit = lowered.find(keyword, hit + len(keyword))
+    line_starts = sorted({text.rfind("\n", 0, hit) + 1 for hit in positions})
     windows: list[tuple[int, int]] = []
-    for line_start in sorted(line_starts):
+    for line_start in line_starts:
         # A phrase may wrap once ("aot_eager:\n passes"): take the lines around the hit too.
         start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1 if line_start else 0
         end = text.find("\n", line_start)
@@ -579,11 +625,7 @@ def _windows(spec: SignalSpec, text: str, lowered: str) -> list[tuple[int, int]]
     return windows
 
 
-def _first_match(spec: SignalSpec, text: str, lowered: str | None) -> re.Match[str] | None:
-    if spec.keywords is None or lowered is None:
-        spans = [(0, len(text))]
-    else:
-        spans = _windows(spec, text, lowered)
+def _first_match(spec: SignalSpec, text: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
     for start, end in spans:
         for match in spec.pattern.finditer(text, start, end):
             if spec.negatable and _negated(text, match.start()):
@@ -600,14 +642,22 @@ def extract(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, l
     found: dict[str, list[Evidence]] = {}
     for source in sources:
         text = mask_noise(source.text)
-        lowered: str | None = text.lower()
+        lowered = text.lower()
         # Lower-casing a few scripts changes the length, and then offsets would not line up.
-        if not prefilter or len(lowered or "") != len(text):
-            lowered = None
-        for spec in SIGNALS:
+        filtered = prefilter and len(lowered) == len(text)
+        hits = _keyword_hits(lowered) if filtered else {}
+        whole = [(0, len(text))]
+        # Only the signals a keyword points at, and those without keywords, can be present.
+        candidates = (
+            [spec for spec in SIGNALS if spec.keywords is None or spec.name in hits]
+            if filtered
+            else SIGNALS
+        )
+        for spec in candidates:
             if spec.title_only and source.name != "title":
                 continue
-            match = _first_match(spec, text, lowered)
+            spans = _windows(text, hits[spec.name]) if filtered and spec.keywords else whole
+            match = _first_match(spec, text, spans)
             if match is not None:
                 found.setdefault(spec.name, []).append(
                     Evidence(spec.name, source.name, match.start(), match.end(), match.group(0))

@@ -159,6 +159,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "triage.tasks.sync_all_queues",
         "schedule": env_float("TRIAGE_SYNC_INTERVAL_SECONDS", 300.0),
     },
+    "collect-model-batches": {
+        "task": "triage.tasks.collect_batches",
+        "schedule": env_float("TRIAGE_BATCH_POLL_SECONDS", 60.0),
+    },
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.
@@ -194,7 +198,6 @@ if os.environ.get("ANTHROPIC_PRICES"):
 # The Message Batches API costs half; backlogs of at least this many issues go through it.
 ANTHROPIC_BATCH_DISCOUNT = env_float("ANTHROPIC_BATCH_DISCOUNT", 0.5)
 TRIAGE_BATCH_THRESHOLD = env_int("TRIAGE_BATCH_THRESHOLD", 20)
-TRIAGE_BATCH_POLL_SECONDS = env_float("TRIAGE_BATCH_POLL_SECONDS", 60.0)
 
 LOGGING = {
     "version": 1,

@@ -12,6 +12,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from triage import ingest
@@ -94,6 +95,8 @@ class Report:
     tiers: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     rules: dict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     per_issue: list[dict[str, Any]] = field(default_factory=list)
+    usage: Counter[str] = field(default_factory=Counter)
+    cost_usd: Decimal = Decimal(0)
 
     def micro(self) -> Counts:
         total = Counts()
@@ -153,6 +156,8 @@ class Report:
             },
             "worst_misses": self.worst(),
             "per_issue": self.per_issue,
+            "usage": dict(self.usage),
+            "cost_usd": float(self.cost_usd),
         }
 
 
@@ -192,19 +197,28 @@ def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_na
             )
             outcome["right" if right else "wrong"] += 1
         report.issues += 1
-        report.per_issue.append(
-            {
-                "number": case.issue.number,
-                "add": list(draft.add),
-                "remove": list(draft.remove),
-                "template": draft.template,
-                "tier": draft.tier,
-                "score": draft.score,
-                "rules": list(draft.rules_fired),
-                "missing": missing,
-                "extra": extra,
+        entry: dict[str, Any] = {
+            "number": case.issue.number,
+            "add": list(draft.add),
+            "remove": list(draft.remove),
+            "template": draft.template,
+            "tier": draft.tier,
+            "score": draft.score,
+            "rules": list(draft.rules_fired),
+            "missing": missing,
+            "extra": extra,
+        }
+        if draft.usage or draft.notice:
+            entry |= {
+                "proposer": draft.proposer,
+                "usage": dict(draft.usage),
+                "cost_usd": float(draft.cost_usd) if draft.cost_usd is not None else None,
+                "notice": draft.notice,
             }
-        )
+            for kind, count in draft.usage.items():
+                report.usage[kind] += count
+            report.cost_usd += draft.cost_usd or 0
+        report.per_issue.append(entry)
     return report
 
 
@@ -318,6 +332,25 @@ def format_text(report: Report) -> str:
     lines += ["", f"{'rule':40} {'fired':>5} {'right':>5} {'wrong':>5}"]
     for rule, r in data["rules"].items():
         lines.append(f"{rule:40} {r['fired']:5d} {r['right']:5d} {r['wrong']:5d}")
+    if data["usage"]:
+        lines += [
+            "",
+            f"{'issue':>8} {'proposer':10} {'in':>7} {'out':>6} {'c.read':>7} {'c.write':>7} {'cost $':>9}",
+        ]
+        for entry in data["per_issue"]:
+            usage = entry.get("usage") or {}
+            cost = entry.get("cost_usd")
+            lines.append(
+                f"{entry['number']:>8} {entry.get('proposer', 'rules'):10} {usage.get('input', 0):7d} "
+                f"{usage.get('output', 0):6d} {usage.get('cache_read', 0):7d} "
+                f"{usage.get('cache_write', 0):7d} {cost if cost is not None else '-':>9}"
+            )
+        total = data["usage"]
+        lines.append(
+            f"model tokens: {total.get('input', 0)} in, {total.get('output', 0)} out, "
+            f"{total.get('cache_read', 0)} cache read, {total.get('cache_write', 0)} cache write; "
+            f"cost ${data['cost_usd']:.4f} (${data['cost_usd'] / max(data['issues'], 1):.5f} per issue)"
+        )
     lines += ["", "worst misses:"]
     for entry in data["worst_misses"]:
         lines.append(

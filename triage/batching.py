@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import anthropic
 from django.utils import timezone
 
 from triage import claude, proposing
@@ -58,7 +59,10 @@ def submit(queue: Queue, issues: list[Issue]) -> ModelBatch | None:
 
 
 def ended(batch: ModelBatch) -> bool:
-    return claude.batch_ended(batch.batch_id)
+    try:
+        return claude.batch_ended(batch.batch_id)
+    except anthropic.APIError as exc:
+        raise claude.ModelUnavailable(str(exc)) from exc
 
 
 def collect(batch: ModelBatch) -> int:

@@ -70,26 +70,21 @@ def repropose_stale() -> None:
 def propose_backlog(queue_id: int, issue_ids: list[int]) -> None:
     """Rules now for every issue; the ones the model should see go out as one Message Batch."""
     queue = Queue.objects.filter(pk=queue_id).first()
-    if queue is None:
-        return
-    batch = batching.submit(queue, list(Issue.objects.filter(pk__in=issue_ids)))
-    if batch is not None:
-        collect_batch.apply_async((batch.pk,), countdown=settings.TRIAGE_BATCH_POLL_SECONDS)
+    if queue is not None:
+        batching.submit(queue, list(Issue.objects.filter(pk__in=issue_ids)))
 
 
-@shared_task(base=DjangoTask, bind=True, max_retries=24 * 60)
-def collect_batch(self: DjangoTask[[int], None], batch_id: int) -> None:
-    batch = ModelBatch.objects.filter(pk=batch_id, state=ModelBatch.State.SUBMITTED).first()
-    if batch is None:
-        return
-    try:
-        ended = batching.ended(batch)
-    except claude.ModelUnavailable as exc:
-        ended = False
-        log.warning("batch %s: %s", batch.batch_id, exc)
-    if not ended:
-        raise self.retry(countdown=settings.TRIAGE_BATCH_POLL_SECONDS)
-    batching.collect(batch)
+@shared_task(base=DjangoTask)
+def collect_batches() -> None:
+    """Beat polls the open batches; one that has ended becomes proposals (at most once)."""
+    for batch in ModelBatch.objects.filter(state=ModelBatch.State.SUBMITTED):
+        try:
+            ended = batching.ended(batch)
+        except claude.ModelUnavailable as exc:
+            log.warning("batch %s: %s", batch.batch_id, exc)
+            continue
+        if ended:
+            batching.collect(batch)
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None)

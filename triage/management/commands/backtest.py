@@ -4,14 +4,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from triage import backtest
+from triage import backtest, proposing
 from triage.models import Queue
 from triage.rubric import engine, loader
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
+
+    from triage.rubric.engine import Draft, IssueInput
+    from triage.rubric.loader import Rubric
 
 
 class Command(BaseCommand):
@@ -25,6 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("file", nargs="?", type=Path)
         parser.add_argument("--from-history", action="store_true")
         parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
+        parser.add_argument(
+            "--proposer",
+            choices=[choice.value for choice in Queue.Proposer],
+            default=Queue.Proposer.RULES,
+            help="rules (default), llm or hybrid; the last two call the Messages API",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue = Queue.objects.filter(slug=options["queue"]).first()
@@ -43,7 +53,19 @@ class Command(BaseCommand):
             except backtest.BacktestInputError as exc:
                 raise CommandError(str(exc)) from None
         rubric = loader.load(queue.rubric)
-        report = backtest.score(cases, rubric, engine.propose, engine.PROPOSER)
+        proposer = options["proposer"]
+        if proposer == Queue.Proposer.RULES:
+            report = backtest.score(cases, rubric, engine.propose, engine.PROPOSER)
+        else:
+            if not settings.ANTHROPIC_API_KEY:
+                raise CommandError(f"--proposer {proposer} calls Claude: set ANTHROPIC_API_KEY")
+            # Scored as the queue would propose in that mode, without touching the queue's row.
+            queue.proposer = proposer
+
+            def propose(rubric: Rubric, issue: IssueInput) -> Draft:
+                return proposing.draft_for(queue, rubric, issue)
+
+            report = backtest.score(cases, rubric, propose, proposer)
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict()))
         else:

@@ -176,6 +176,8 @@ GITHUB_DEFAULT_REPOSITORY = env_str("GITHUB_DEFAULT_REPOSITORY", "pytorch/pytorc
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
+# Oncall weeks start on Monday in this time zone.
+TRIAGE_ROTATION_TIME_ZONE = env_str("TRIAGE_ROTATION_TIME_ZONE", "UTC")
 
 # The model proposer. The SDK's own ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL work as anywhere.
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from triage import views
+from triage.views import console as views
 
 urlpatterns = [
     path("", views.home, name="home"),

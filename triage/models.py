@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,9 @@ class Queue(models.Model):
     proposer = models.CharField(max_length=10, choices=Proposer, default=Proposer.RULES)
     hybrid_threshold = models.FloatField(
         default=0.7, help_text="In hybrid mode, rule proposals scoring below this also ask Claude."
+    )
+    stale_after_hours = models.PositiveIntegerField(
+        default=72, help_text="Pending issues older than this are marked stale in the inbox."
     )
     daily_budget_usd = models.DecimalField(
         max_digits=8,
@@ -377,8 +381,24 @@ class Decision(models.Model):
         return self.comment_body.strip() != self.proposal.comment_body.strip()
 
 
+@dataclass(frozen=True)
+class Change:
+    """What a write must do to one issue, whoever approved it."""
+
+    issue: Issue
+    add: list[str]
+    remove: list[str]
+    comment: str
+    close: bool
+    # The labels the approver saw: a human change since then to a touched label is a conflict.
+    baseline: list[str]
+    # Hidden in the posted comment so that a retried write finds its own earlier post.
+    marker: str
+
+
 class Write(models.Model):
-    """The outbox row of a decision: what must reach GitHub, and what did."""
+    """The outbox row of an approval (an oncall's decision or a meeting's outcome): what must
+    reach GitHub, and what did."""
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -387,7 +407,12 @@ class Write(models.Model):
         FAILED = "failed"
         CONFLICT = "conflict"
 
-    decision = models.OneToOneField(Decision, on_delete=models.CASCADE, related_name="write")
+    decision = models.OneToOneField(
+        Decision, on_delete=models.CASCADE, related_name="write", null=True, blank=True
+    )
+    outcome = models.OneToOneField(
+        "AgendaItem", on_delete=models.CASCADE, related_name="write", null=True, blank=True
+    )
     state = models.CharField(max_length=10, choices=State, default=State.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -398,8 +423,41 @@ class Write(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(decision__isnull=False, outcome__isnull=True)
+                | Q(decision__isnull=True, outcome__isnull=False),
+                name="write_approved_by_exactly_one",
+            )
+        ]
+
     def __str__(self) -> str:
         return f"Write {self.pk} ({self.state})"
+
+    def change(self) -> Change:
+        if self.decision is not None:
+            decision = self.decision
+            return Change(
+                issue=decision.proposal.issue,
+                add=list(decision.add_labels),
+                remove=list(decision.remove_labels),
+                comment=decision.comment_body,
+                close=decision.close,
+                baseline=list(decision.proposal.labels_seen),
+                marker=decision.comment_marker,
+            )
+        assert self.outcome is not None
+        outcome = self.outcome
+        return Change(
+            issue=outcome.issue,
+            add=list(outcome.add_labels),
+            remove=list(outcome.remove_labels),
+            comment=outcome.comment_body,
+            close=False,
+            baseline=list(outcome.labels_seen),
+            marker=f"<!-- triage-console:outcome:{outcome.pk} -->",
+        )
 
     @property
     def is_settled(self) -> bool:
@@ -426,3 +484,83 @@ class Write(models.Model):
             state=Write.State.QUEUED, last_error=""
         )
         return requeued == 1
+
+
+class RotationWeek(models.Model):
+    """Who is oncall for a queue in the week that starts on `week_start` (a Monday)."""
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="rotation")
+    week_start = models.DateField()
+    oncall = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT)
+    # Written by this week's oncall for the next one: open threads, issues waiting on reporters.
+    handoff_note = models.TextField(blank=True)
+    handoff_written_at = models.DateTimeField(null=True, blank=True)
+    # When this week's oncall was shown the previous week's note: it is shown once.
+    handoff_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["queue", "week_start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["queue", "week_start"], name="rotation_one_oncall_a_week"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.queue} week of {self.week_start}: {self.oncall}"
+
+
+class Meeting(models.Model):
+    """One triage-review meeting; its agenda is kept once the meeting is over."""
+
+    date = models.DateField(unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-date"]
+
+    def __str__(self) -> str:
+        return f"Triage review {self.date}"
+
+
+class AgendaItem(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DECIDED = "decided"
+        ROLLED_OVER = "rolled over"
+
+    class Outcome(models.TextChoices):
+        HIGH_PRIORITY = "high priority", "High priority confirmed"
+        NOT_PRIORITY = "not a priority", "Not a priority"
+        NEEDS_REPRODUCTION = "needs reproduction", "Needs reproduction"
+        LABELS = "labels", "Labels only"
+
+    meeting = models.ForeignKey(Meeting, on_delete=models.CASCADE, related_name="items")
+    issue = models.ForeignKey(Issue, on_delete=models.CASCADE, related_name="agenda_items")
+    queue = models.ForeignKey(Queue, on_delete=models.SET_NULL, null=True, blank=True)
+    # Why it is on the agenda: "escalated in the console", "labelled triage review on GitHub",
+    # "the proposal suggests escalation: ...", "rolled over from <date>".
+    reasons = models.JSONField(default=list)
+    escalation = models.ForeignKey(Decision, on_delete=models.SET_NULL, null=True, blank=True)
+    rolled_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True)
+    status = models.CharField(max_length=12, choices=Status, default=Status.OPEN)
+    outcome = models.CharField(max_length=20, choices=Outcome, blank=True)
+    owner = models.CharField(max_length=100, blank=True)
+    add_labels = models.JSONField(default=list)
+    remove_labels = models.JSONField(default=list)
+    comment_body = models.TextField(blank=True)
+    note = models.TextField(blank=True)
+    labels_seen = models.JSONField(default=list)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["meeting", "issue"], name="agenda_issue_once_a_meeting")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issue} on {self.meeting}"

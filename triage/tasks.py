@@ -89,7 +89,11 @@ def collect_batches() -> None:
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None)
 def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
-    write = Write.objects.filter(pk=write_id).select_related("decision__proposal__issue").first()
+    write = (
+        Write.objects.filter(pk=write_id)
+        .select_related("decision__proposal__issue", "outcome__issue")
+        .first()
+    )
     if write is None or not write.claim():
         return
     try:

@@ -23,11 +23,11 @@ from triage.models import Decision, Issue, Proposal, Queue, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.tasks import apply_write, sync_queue
+from triage.views import HtmxHttpRequest, can_decide
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from django_htmx.middleware import HtmxDetails
 
 ORDERS = {
     "newest": ["-issue__created_at", "-pk"],
@@ -37,14 +37,6 @@ ORDERS = {
 HEAVY_ISSUE_FIELDS = ("issue__body", "issue__comments")
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _can_decide(request: HtmxHttpRequest) -> bool:
-    return bool(request.user.has_perm("triage.decide"))
-
-
 def _get_queue(slug: str) -> Queue:
     return get_object_or_404(Queue, slug=slug)
 
@@ -52,14 +44,14 @@ def _get_queue(slug: str) -> Queue:
 def _get_proposal_to_decide(request: HtmxHttpRequest, pk: int) -> Proposal:
     """404 for a proposal that does not exist, 403 for a user who may only read."""
     proposal = get_object_or_404(Proposal.objects.select_related("issue", "queue"), pk=pk)
-    if not _can_decide(request):
+    if not can_decide(request):
         raise PermissionDenied("Only oncalls may decide.")
     return proposal
 
 
 def _get_write_to_retry(request: HtmxHttpRequest, pk: int) -> Write:
     write = get_object_or_404(Write, pk=pk)
-    if not _can_decide(request):
+    if not can_decide(request):
         raise PermissionDenied("Only oncalls may retry writes.")
     return write
 
@@ -136,7 +128,7 @@ def sync_status(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    if not _can_decide(request):
+    if not can_decide(request):
         raise PermissionDenied("Only oncalls may start a sync.")
     sync_queue.delay_on_commit(queue.pk)
     if request.htmx:
@@ -187,7 +179,7 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
         "vocabulary": sorted(rubric.vocabulary.allowed),
         "templates": rubric.templates,
         "sections": rubric.sections,
-        "can_decide": _can_decide(request),
+        "can_decide": can_decide(request),
     }
 
 

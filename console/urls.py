@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from triage.views import agenda, reports, rotation
 from triage.views import console as views
 
 urlpatterns = [
@@ -26,5 +27,20 @@ urlpatterns = [
     path("i/<int:pk>/history/", views.history, name="history"),
     path("rubrics/<str:name>/", views.rubric_detail, name="rubric"),
     path("decisions.<str:fmt>", views.export_decisions, name="export-decisions"),
+    # The weekly oncall rotation.
+    path("rotation/<slug:slug>/", rotation.schedule, name="rotation"),
+    path("rotation/<slug:slug>/assign/", rotation.assign, name="rotation-assign"),
+    path("rotation/<slug:slug>/generate/", rotation.generate, name="rotation-generate"),
+    path("rotation/<slug:slug>/swap/", rotation.swap, name="rotation-swap"),
+    path("rotation/<slug:slug>/handoff/", rotation.handoff, name="rotation-handoff"),
+    # The triage-review meeting.
+    path("meetings/", agenda.meetings, name="meetings"),
+    path("meetings/<str:day>/", agenda.meeting, name="meeting"),
+    path("meetings/<str:day>/refresh/", agenda.refresh, name="meeting-refresh"),
+    path("meetings/<str:day>/agenda.md", agenda.markdown, name="meeting-markdown"),
+    path("meetings/<str:day>/items/<int:pk>/", agenda.outcome, name="agenda-outcome"),
+    # Where humans disagree with the rubric.
+    path("reports/<slug:slug>/", reports.report, name="report"),
+    path("reports/<slug:slug>/decisions/", reports.decisions, name="report-decisions"),
     path("admin/", admin.site.urls),
 ]

@@ -18,8 +18,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
+from triage import rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.models import Decision, Issue, Proposal, Queue, Write
+from triage.models import Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.tasks import apply_write, sync_queue
@@ -82,6 +83,10 @@ def demo_login(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
+    # An oncall lands on the queue of their week; "?all" shows every queue.
+    mine = rotation.my_queue(request.user)
+    if mine is not None and "all" not in request.GET:
+        return redirect("inbox", slug=mine.slug)
     queues = list(Queue.objects.all())
     counts = {
         row["queue"]: row["n"]
@@ -107,8 +112,24 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "order": order,
         "left": len(proposals),
         "spend": _spend(queue),
-    }
+    } | _week_context(request, queue, proposals)
     return render(request, "triage/inbox.html", context)
+
+
+def _week_context(
+    request: HtmxHttpRequest, queue: Queue, proposals: list[Proposal]
+) -> dict[str, object]:
+    """What the rotation adds to an inbox: markers for everyone, reminders for the week's oncall."""
+    carried = rotation.carried_over(proposals)
+    on_duty = RotationWeek.objects.filter(
+        queue=queue, week_start=rotation.current_week(), oncall_id=request.user.pk
+    ).first()
+    return {
+        "carried": carried,
+        "stale": rotation.stale(queue, proposals),
+        "on_duty": on_duty,
+        "handoff": rotation.take_handoff(queue, request.user) if on_duty else None,
+    }
 
 
 def _spend(queue: Queue) -> dict[str, Decimal]:
@@ -249,7 +270,7 @@ def inbox_after_decision(
         "left": len(proposals),
         "spend": _spend(queue),
         "previous_decision": decision,
-    }
+    } | _week_context(request, queue, proposals)
     return render(request, "triage/inbox.html", context)
 
 

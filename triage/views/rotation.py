@@ -1,24 +1,108 @@
-# Placeholder: being written (schedule, assign, generate, swap, handoff).
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+from datetime import date
+from typing import TYPE_CHECKING
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from triage import rotation
+from triage.models import Queue
+
+if TYPE_CHECKING:
+    from django.http import HttpResponse
+
+    from triage.views import HtmxHttpRequest
 
 
-def schedule(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _get_queue(slug: str) -> Queue:
+    return get_object_or_404(Queue, slug=slug)
 
 
-def assign(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _get_queue_to_plan(request: HtmxHttpRequest, slug: str) -> Queue:
+    """404 for an unknown queue, 403 for anyone but an admin: admins plan the rotation."""
+    queue = _get_queue(slug)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only admins edit the rotation.")
+    return queue
 
 
-def generate(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _day(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
 
 
-def swap(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _user(username: str) -> object | None:
+    return get_user_model().objects.filter(username=username.strip()).first()
 
 
-def handoff(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+@require_GET
+def schedule(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    context = {
+        "queue": queue,
+        "weeks": rotation.schedule(queue),
+        "this_week": rotation.current_week(),
+        "stats": rotation.stats(queue),
+        "time_zone": rotation.zone().key,
+        "people": get_user_model().objects.filter(is_active=True).order_by("username"),
+        "can_plan": request.user.is_staff,
+    }
+    return render(request, "triage/rotation.html", context)
+
+
+@require_POST
+def assign(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue_to_plan(request, slug)
+    week = _day(request.POST.get("week", ""))
+    user = _user(request.POST.get("oncall", ""))
+    if week is None or user is None:
+        messages.error(request, "Give a week (YYYY-MM-DD) and an existing user.")
+    else:
+        rotation.assign(queue, week, user)  # type: ignore[arg-type]
+    return redirect("rotation", slug=queue.slug)
+
+
+@require_POST
+def generate(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue_to_plan(request, slug)
+    names = [name for name in request.POST.get("people", "").replace(",", " ").split() if name]
+    people = [_user(name) for name in names]
+    first = _day(request.POST.get("first_week", ""))
+    weeks = request.POST.get("weeks", "")
+    if not names or None in people:
+        messages.error(request, "List existing usernames, separated by commas or spaces.")
+    elif first is None or not weeks.isdigit() or not 1 <= int(weeks) <= 104:
+        messages.error(request, "Give the first week (YYYY-MM-DD) and 1 to 104 weeks.")
+    else:
+        rotation.round_robin(queue, people, first, int(weeks))  # type: ignore[arg-type]
+    return redirect("rotation", slug=queue.slug)
+
+
+@require_POST
+def swap(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue_to_plan(request, slug)
+    first, second = _day(request.POST.get("first", "")), _day(request.POST.get("second", ""))
+    if first is None or second is None:
+        messages.error(request, "Give two weeks (YYYY-MM-DD).")
+    else:
+        try:
+            rotation.swap(queue, first, second)
+        except ValueError as exc:
+            messages.error(request, str(exc))
+    return redirect("rotation", slug=queue.slug)
+
+
+@require_POST
+def handoff(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    week = rotation.write_handoff(queue, request.user, request.POST.get("note", ""))  # type: ignore[arg-type]
+    if week is None:
+        raise PermissionDenied("Only this week's oncall writes the handoff note.")
+    messages.success(request, "Handoff note saved for next week's oncall.")
+    return redirect("inbox", slug=queue.slug)

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from tests.factories import REPO, raw_issue
-from triage.models import Proposal, Queue
+from triage.models import Queue
 
 pytestmark = pytest.mark.django_db
 

@@ -153,6 +153,7 @@ def test_week_stats_count_kinds_and_the_median_wait():
             close=False,
             note="why",
         )
+        assert decision is not None
         Decision.objects.filter(pk=decision.pk).update(decided_at=now)
 
     (row,) = rotation.stats(queue("pt2"))

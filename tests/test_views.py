@@ -350,3 +350,15 @@ def test_csrf_holds_on_htmx_posts(oncall, proposal):
     response = client.post(url, {"kind": "accept"}, headers=headers | {"X-CSRFToken": token})
     assert response.status_code == 200
     assert Decision.objects.count() == 1
+
+
+def test_a_meeting_outcome_write_is_not_retried_from_the_decision_card(client, oncall):
+    from triage.models import AgendaItem, Meeting
+
+    issue = make_proposal(number=9100).issue
+    item = AgendaItem.objects.create(meeting=Meeting.objects.create(date="2026-11-24"), issue=issue)
+    write = Write.objects.create(outcome=item, state=Write.State.FAILED)
+    client.force_login(oncall)
+    assert client.post(reverse("retry-write", args=[write.pk])).status_code == 404
+    write.refresh_from_db()
+    assert write.state == Write.State.FAILED

@@ -51,7 +51,8 @@ def _get_proposal_to_decide(request: HtmxHttpRequest, pk: int) -> Proposal:
 
 
 def _get_write_to_retry(request: HtmxHttpRequest, pk: int) -> Write:
-    write = get_object_or_404(Write, pk=pk)
+    # A meeting outcome's write is retried from the meeting's page.
+    write = get_object_or_404(Write, pk=pk, decision__isnull=False)
     if not can_decide(request):
         raise PermissionDenied("Only oncalls may retry writes.")
     return write

@@ -362,3 +362,11 @@ def test_a_meeting_outcome_write_is_not_retried_from_the_decision_card(client, o
     assert client.post(reverse("retry-write", args=[write.pk])).status_code == 404
     write.refresh_from_db()
     assert write.state == Write.State.FAILED
+
+
+def test_the_decisions_csv_cannot_smuggle_spreadsheet_formulas(client, oncall, proposal):
+    client.force_login(oncall)
+    decide(client, proposal, kind="reject", note='=HYPERLINK("https://evil.example")')
+    text = b"".join(client.get("/decisions.csv").streaming_content).decode()
+    (row,) = csv.DictReader(io.StringIO(text))
+    assert row["note"] == '\'=HYPERLINK("https://evil.example")'

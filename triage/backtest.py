@@ -11,11 +11,11 @@ import functools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from triage import ingest
+from triage import ingest, proposing
 from triage.models import Decision, Proposal, Queue
 from triage.rubric.engine import Draft, IssueInput
 from triage.rubric.loader import RUBRICS_DIR, Rubric
@@ -286,23 +286,18 @@ def cases_from_history(queue: Queue) -> Iterator[Case]:
     for decision in decisions:
         latest[decision.proposal.issue_id] = decision
     for decision in latest.values():
-        proposal: Proposal = decision.proposal
-        issue = proposal.issue
-        seen = frozenset(proposal.labels_seen)
-        truth = (seen | set(decision.add_labels)) - set(decision.remove_labels)
-        yield Case(
-            issue=IssueInput(
-                number=issue.number,
-                title=issue.title,
-                body=issue.body,
-                labels=tuple(sorted(seen)),
-                comments=tuple(
-                    (int(c.get("id") or 0), str(c.get("body") or "")) for c in issue.comments
-                ),
-            ),
-            visible=seen,
-            truth=frozenset(truth),
-        )
+        yield case_from_decision(decision)
+
+
+def case_from_decision(decision: Decision) -> Case:
+    proposal: Proposal = decision.proposal
+    seen = frozenset(proposal.labels_seen)
+    truth = (seen | set(decision.add_labels)) - set(decision.remove_labels)
+    return Case(
+        issue=replace(proposing.issue_input(proposal.issue), labels=tuple(sorted(seen))),
+        visible=seen,
+        truth=frozenset(truth),
+    )
 
 
 def format_text(report: Report) -> str:

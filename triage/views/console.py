@@ -23,6 +23,7 @@ from triage.decisions import DecisionError, parse_decision
 from triage.models import Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
+from triage.spreadsheets import safe_cell
 from triage.tasks import apply_write, sync_queue
 from triage.views import HtmxHttpRequest, can_decide
 
@@ -399,7 +400,7 @@ def export_decisions(request: HtmxHttpRequest, fmt: str) -> HttpResponse | Strea
                         if isinstance(value, list)
                         else json.dumps(value)
                         if isinstance(value, dict)
-                        else value
+                        else safe_cell(value)
                         for value in (row[field] for field in EXPORT_FIELDS)
                     ]
                 )

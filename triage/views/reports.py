@@ -1,12 +1,234 @@
-# Placeholder: being written (report, decisions).
+"""Rubric-disagreement reports: a queue's decisions over a range of days, and the decisions
+behind each figure. Any logged-in user may read them."""
+
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+import csv
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from triage import charts, reports
+from triage.models import Queue
+from triage.spreadsheets import safe_cell
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from datetime import date
+
+    from django.utils.safestring import SafeString
+
+    from triage.views import HtmxHttpRequest
+
+# The colours of the tier badges in console.css.
+TIER_COLOURS = {"high": "#1f883d", "medium": "#bf8700", "low": "#cf222e"}
+# More rows or columns than this and the heat map stops fitting; the table below has them all.
+HEAT_MAP_SIZE = 12
+PRESET_DAYS = (7, 28, 90)
 
 
-def report(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _period(request: HtmxHttpRequest, today: date) -> tuple[reports.Period, str]:
+    """The requested range; on bad input the default range and what was wrong with it."""
+    try:
+        return reports.parse_period(request.GET, today), ""
+    except reports.ReportInputError as exc:
+        shown = f"Showing the last {reports.DEFAULT_DAYS} days instead."
+        return reports.Period.ending(today), f"{exc} {shown}"
 
 
-def decisions(request: HttpRequest, slug: str) -> HttpResponse:
-    raise Http404
+def _bad_request(message: str) -> HttpResponse:
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
+
+def drill_url(slug: str, period: reports.Period, **filters: Any) -> str:
+    params = period.params() | reports.Filter(**filters).params()
+    return f"{reverse('report-decisions', args=[slug])}?{urlencode(params)}"
+
+
+def _csv_response(filename: str, header: list[str], rows: Iterable[list[object]]) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(safe_cell(value) for value in row)
+    return response
+
+
+@require_GET
+def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = get_object_or_404(Queue, slug=slug)
+    today = timezone.localdate()
+    fmt = request.GET.get("format", "")
+    if fmt == "csv":
+        # A script that asked for a range must not silently get another one.
+        name = request.GET.get("table", "")
+        if name not in reports.TABLES:
+            return _bad_request(f"table must be one of {', '.join(reports.TABLES)}, not {name!r}.")
+        try:
+            period = reports.parse_period(request.GET, today)
+        except reports.ReportInputError as exc:
+            return _bad_request(str(exc))
+        header, rows = reports.table(reports.build(queue, period, with_text=False), name)
+        filename = f"{queue.slug}-{name}-{period.start}-{period.end}.csv"
+        return _csv_response(filename, header, rows)
+    if fmt:
+        return _bad_request(f"format must be csv, or absent for the page, not {fmt!r}.")
+    period, error = _period(request, today)
+    built = reports.build(queue, period)
+    context = {
+        "queue": queue,
+        "period": period,
+        "error": error,
+        "report": built,
+        "changes": reports.what_would_change(built),
+        "range_query": urlencode(period.params()),
+        "presets": [
+            (days, urlencode(reports.Period.ending(today, days).params())) for days in PRESET_DAYS
+        ],
+        "weeks": [(row, drill_url(row.queue, period.week(row.monday))) for row in built.weeks],
+        "acceptance_chart": acceptance_chart(built),
+        "tier_chart": tier_chart(built),
+        "substitution_map": substitution_map(built),
+    }
+    return render(request, "triage/report.html", context)
+
+
+def acceptance_chart(report: reports.Report) -> SafeString:
+    period = report.period
+    categories = [f"W{monday.isocalendar().week:02d}" for monday in period.mondays()]
+    series = []
+    for rows in report.week_series().values():
+        points = [
+            charts.Point(
+                row.share,
+                f"{row.queue_name}, {row.week}: {row.accepted} of {row.decisions} "
+                "accepted as proposed",
+                drill_url(row.queue, period.week(row.monday)),
+            )
+            for row in rows
+        ]
+        series.append(charts.Series(rows[0].queue_name, points))
+    return charts.line_chart("Share accepted as proposed, per week and queue", categories, series)
+
+
+def tier_chart(report: reports.Report) -> SafeString:
+    bars = []
+    for row in report.tiers:
+        share = "none" if row.share is None else f"{row.share:.0%} of {row.decisions}"
+        bars.append(
+            charts.Bar(
+                label=row.tier,
+                value=row.share,
+                caption=share,
+                title=f"{row.tier}: {row.accepted} of {row.decisions} accepted as proposed",
+                href=drill_url(report.queue.slug, report.period, tier=row.tier, kind="accepted"),
+                colour=TIER_COLOURS.get(row.tier, charts.PALETTE[0]),
+            )
+        )
+    return charts.bar_chart("Share accepted as proposed, per confidence tier", bars)
+
+
+def substitution_map(report: reports.Report) -> SafeString:
+    dropped: Counter[str] = Counter()
+    added: Counter[str] = Counter()
+    for row in report.substitutions:
+        dropped[row.dropped] += row.decisions
+        added[row.added] += row.decisions
+    rows = [label for label, _ in dropped.most_common(HEAT_MAP_SIZE)]
+    columns = [label for label, _ in added.most_common(HEAT_MAP_SIZE)]
+    cells = {
+        (row.dropped, row.added): charts.Cell(
+            row.decisions,
+            f"proposed {row.dropped}, human chose {row.added}: {row.decisions}",
+            drill_url(report.queue.slug, report.period, dropped=row.dropped, added=row.added),
+        )
+        for row in report.substitutions
+    }
+    return charts.heat_map(
+        "Substitutions: the label proposed (row) and the one the human chose instead (column)",
+        rows,
+        columns,
+        cells,
+        corner="proposed ↓ chosen →",
+    )
+
+
+DECISION_FIELDS = [
+    "decision_id",
+    "decided_at",
+    "decided_by",
+    "outcome",
+    "issue_number",
+    "issue_title",
+    "tier",
+    "score",
+    "rules",
+    "proposed_add",
+    "proposed_remove",
+    "approved_add",
+    "approved_remove",
+    "note",
+]
+
+
+def _decision_row(judgement: reports.Judgement) -> list[object]:
+    decision, proposal = judgement.decision, judgement.proposal
+    return [
+        decision.pk,
+        decision.decided_at.isoformat(),
+        decision.decided_by.get_username(),
+        judgement.outcome,
+        proposal.issue.number,
+        proposal.issue.title,
+        proposal.tier,
+        proposal.score,
+        "; ".join(judgement.rules),
+        "; ".join(proposal.add_labels),
+        "; ".join(proposal.remove_labels),
+        "; ".join(sorted(judgement.approved)),
+        "" if decision.kind == "reject" else "; ".join(decision.remove_labels),
+        decision.note,
+    ]
+
+
+@require_GET
+def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The decisions behind one figure of the report, newest first."""
+    queue = get_object_or_404(Queue, slug=slug)
+    today = timezone.localdate()
+    fmt = request.GET.get("format", "")
+    try:
+        chosen = reports.parse_filter(request.GET)
+        if fmt == "csv":
+            period, error = reports.parse_period(request.GET, today), ""
+        elif fmt:
+            raise reports.ReportInputError(f"format must be csv or absent, not {fmt!r}.")
+        else:
+            period, error = _period(request, today)
+    except reports.ReportInputError as exc:
+        # Only a hand-edited address gets here: the report's links are well-formed.
+        return _bad_request(str(exc))
+    listed = [j for j in reports.judgements(queue, period) if chosen.matches(j)]
+    listed.reverse()
+    if fmt == "csv":
+        filename = f"{queue.slug}-decisions-{period.start}-{period.end}.csv"
+        return _csv_response(filename, DECISION_FIELDS, map(_decision_row, listed))
+    filters = chosen.params()
+    context = {
+        "queue": queue,
+        "period": period,
+        "error": error,
+        "chosen": chosen,
+        "listed": listed,
+        "filter_params": filters,
+        "range_query": urlencode(period.params()),
+        "csv_query": urlencode(period.params() | filters | {"format": "csv"}),
+    }
+    return render(request, "triage/report_decisions.html", context)

@@ -1,0 +1,695 @@
+"""Where oncalls disagreed with the rubric: one queue's decisions over a range of days.
+
+Counted by outcome, by rule, by label, by substitution and by confidence tier, with every
+queue's acceptance week by week, and the current rubric backtested on the same decisions so a
+rubric owner can see whether an edit helped. Each figure names the decisions behind it
+(`Filter`), so the drill-down lists exactly what was counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from itertools import product
+from typing import TYPE_CHECKING
+
+from django.utils import timezone
+
+from triage import backtest
+from triage.models import Decision, Proposal, Queue
+from triage.rubric import engine, loader
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from django.db.models import QuerySet
+
+    from triage.rubric.loader import Rubric
+
+DEFAULT_DAYS = 28
+# Enough to compare this year with the last; it also bounds the weekly series and the backtest.
+MAX_DAYS = 731
+ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+# The engine cites the completion step (the `triaged` it adds) under this pseudo rule id.
+COMPLETION = "completion"
+TIERS = tuple(Proposal.Tier.values)
+
+
+class ReportInputError(ValueError):
+    """A query parameter the report cannot honour; the message says what is wrong."""
+
+
+# The range ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Period:
+    """Whole days in the server's time zone, both ends included."""
+
+    start: date
+    end: date
+
+    @classmethod
+    def ending(cls, today: date, days: int = DEFAULT_DAYS) -> Period:
+        return cls(today - timedelta(days=days - 1), today)
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """The first instant in the range and the first one after it."""
+        zone = timezone.get_current_timezone()
+        return (
+            datetime.combine(self.start, time.min, tzinfo=zone),
+            datetime.combine(self.end + timedelta(days=1), time.min, tzinfo=zone),
+        )
+
+    def mondays(self) -> list[date]:
+        first = self.start - timedelta(days=self.start.weekday())
+        return [first + timedelta(weeks=n) for n in range((self.end - first).days // 7 + 1)]
+
+    def week(self, monday: date) -> Period:
+        """The days of the week starting `monday` that lie in this range."""
+        return Period(max(self.start, monday), min(self.end, monday + timedelta(days=6)))
+
+    def params(self) -> dict[str, str]:
+        return {"start": self.start.isoformat(), "end": self.end.isoformat()}
+
+
+def _parse_date(name: str, value: str) -> date:
+    # date.fromisoformat alone also takes 20261120 and 2026-W47-1: the URL must say one thing.
+    if not ISO_DATE.fullmatch(value):
+        raise ReportInputError(f"{name} must be a date written YYYY-MM-DD, not {value!r}.")
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ReportInputError(f"{name} {value!r} is not a date.") from None
+
+
+def parse_period(params: Mapping[str, str], today: date) -> Period:
+    """?start=YYYY-MM-DD&end=YYYY-MM-DD; a missing or empty end is today, a missing start is
+    DEFAULT_DAYS before the end."""
+    start_text, end_text = params.get("start", ""), params.get("end", "")
+    end = _parse_date("end", end_text) if end_text else today
+    start = _parse_date("start", start_text) if start_text else Period.ending(end).start
+    if start > end:
+        raise ReportInputError(f"The range starts ({start}) after it ends ({end}).")
+    if end > today:
+        raise ReportInputError(f"The range cannot end after today ({today}).")
+    if (end - start).days >= MAX_DAYS:
+        raise ReportInputError(f"A range may span at most {MAX_DAYS} days.")
+    return Period(start, end)
+
+
+# One decision, as the report reads it ---------------------------------------------------------
+
+OUTCOMES = {
+    "accepted": "Accepted as proposed",
+    "edited": "Edited",
+    "escalated": "Escalated",
+    "rejected": "Rejected",
+}
+
+
+def as_proposed(decision: Decision) -> bool:
+    """Whether the approved change is exactly the proposal's, whatever button was pressed."""
+    return (
+        not any(decision.diff().values())
+        and not decision.comment_changed
+        and decision.close == decision.proposal.close
+    )
+
+
+def outcome(decision: Decision) -> str:
+    if decision.kind == Decision.Kind.ESCALATE:
+        return "escalated"
+    if decision.kind == Decision.Kind.REJECT:
+        return "rejected"
+    if decision.kind == Decision.Kind.ACCEPT or as_proposed(decision):
+        return "accepted"
+    return "edited"
+
+
+def rules_cited(proposal: Proposal) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c["rule"] for c in proposal.citations if c.get("rule")))
+
+
+def rule_change(rubric: Rubric, rule_id: str, proposal: Proposal) -> tuple[set[str], set[str]]:
+    """The labels this rule added to and removed from this proposal.
+
+    Only what reached the proposal counts: a label the policy guard dropped (already on the
+    issue, say) was never offered, so a human could not have kept it. A rule id the rubric no
+    longer has answers for the whole proposal.
+    """
+    add, remove = set(proposal.add_labels), set(proposal.remove_labels)
+    rule = next((r for r in rubric.rules if r.id == rule_id), None)
+    if rule is not None:
+        return add & set(rule.add), remove & set(rule.remove)
+    if rule_id == COMPLETION and rubric.completion is not None:
+        return add & set(rubric.completion.add), set()
+    return add, remove
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a human made of one proposal."""
+
+    decision: Decision
+    outcome: str
+    proposed: frozenset[str]
+    approved: frozenset[str]
+    rules: tuple[str, ...]
+    kept_rules: frozenset[str]
+    # (dropped by the human, added by the human) for every such pair in this decision.
+    substitutions: tuple[tuple[str, str], ...]
+
+    @property
+    def proposal(self) -> Proposal:
+        return self.decision.proposal
+
+    @property
+    def tier(self) -> str:
+        return self.decision.proposal.tier
+
+
+def judge(decision: Decision, rubric: Rubric) -> Judgement:
+    proposal = decision.proposal
+    rejected = decision.kind == Decision.Kind.REJECT
+    # A rejection writes nothing, whatever its row carries: it approves no label.
+    approved: frozenset[str] = frozenset() if rejected else frozenset(decision.add_labels)
+    approved_removals: set[str] = set() if rejected else set(decision.remove_labels)
+    proposed = frozenset(proposal.add_labels)
+    rules = rules_cited(proposal)
+    kept: set[str] = set()
+    for rule_id in rules:
+        add, remove = rule_change(rubric, rule_id, proposal)
+        if not rejected and add <= approved and remove <= approved_removals:
+            kept.add(rule_id)
+    return Judgement(
+        decision=decision,
+        outcome=outcome(decision),
+        proposed=proposed,
+        approved=approved,
+        rules=rules,
+        kept_rules=frozenset(kept),
+        substitutions=tuple(product(sorted(proposed - approved), sorted(approved - proposed))),
+    )
+
+
+def latest_per_proposal(decisions: Iterable[Decision]) -> list[Decision]:
+    """The last decision of each proposal, oldest first; `decisions` must come oldest first."""
+    latest: dict[int, Decision] = {}
+    for decision in decisions:
+        # Re-inserted, so that the result is in the order of the decisions kept.
+        latest.pop(decision.proposal_id, None)
+        latest[decision.proposal_id] = decision
+    return list(latest.values())
+
+
+def decisions_in(queue: Queue, period: Period, *, with_text: bool) -> QuerySet[Decision]:
+    """One query for everything the report reads: with the issues' texts and the writes for
+    the backtest, or else with the deciders for the drill-down."""
+    start, end = period.bounds()
+    decisions = Decision.objects.filter(
+        proposal__queue=queue, decided_at__gte=start, decided_at__lt=end
+    ).order_by("decided_at", "pk")
+    if with_text:
+        return decisions.select_related("proposal__issue", "write")
+    return decisions.select_related("proposal__issue", "decided_by").defer(
+        "proposal__issue__body", "proposal__issue__comments"
+    )
+
+
+def judgements(queue: Queue, period: Period, *, with_text: bool = False) -> list[Judgement]:
+    rubric = loader.load(queue.rubric)
+    chosen = latest_per_proposal(decisions_in(queue, period, with_text=with_text))
+    return [judge(decision, rubric) for decision in chosen]
+
+
+# What a figure counts -------------------------------------------------------------------------
+
+LABEL_SIDES = {
+    "proposed": "proposed",
+    "approved": "approved",
+    "kept": "proposed and approved",
+    "dropped": "proposed but not approved",
+    "added": "approved but not proposed",
+}
+
+
+@dataclass(frozen=True)
+class Filter:
+    """The decisions behind one figure; every field that is set must hold."""
+
+    kind: str = ""
+    rule: str = ""
+    kept: bool | None = None
+    label: str = ""
+    side: str = ""
+    tier: str = ""
+    dropped: str = ""
+    added: str = ""
+
+    def matches(self, judgement: Judgement) -> bool:
+        if self.kind and judgement.outcome != self.kind:
+            return False
+        if self.tier and judgement.tier != self.tier:
+            return False
+        if self.rule:
+            if self.rule not in judgement.rules:
+                return False
+            if self.kept is not None and (self.rule in judgement.kept_rules) != self.kept:
+                return False
+        if self.label and not self._label_matches(judgement):
+            return False
+        if self.dropped and self.added:
+            return (self.dropped, self.added) in judgement.substitutions
+        return True
+
+    def _label_matches(self, judgement: Judgement) -> bool:
+        proposed, approved = self.label in judgement.proposed, self.label in judgement.approved
+        return {
+            "": proposed or approved,
+            "proposed": proposed,
+            "approved": approved,
+            "kept": proposed and approved,
+            "dropped": proposed and not approved,
+            "added": approved and not proposed,
+        }[self.side]
+
+    def describe(self) -> list[str]:
+        parts = []
+        if self.kind:
+            parts.append(OUTCOMES[self.kind].lower())
+        if self.rule:
+            parts.append(f"rule {self.rule} fired")
+            if self.kept is not None:
+                parts.append("its change was kept" if self.kept else "its change was not kept")
+        if self.label:
+            parts.append(f"label {self.label} {LABEL_SIDES.get(self.side, 'proposed or approved')}")
+        if self.tier:
+            parts.append(f"{self.tier} confidence")
+        if self.dropped:
+            parts.append(f"the human dropped {self.dropped} and added {self.added}")
+        return parts
+
+    def params(self) -> dict[str, str]:
+        params = {
+            "kind": self.kind,
+            "rule": self.rule,
+            "kept": "" if self.kept is None else ("yes" if self.kept else "no"),
+            "label": self.label,
+            "side": self.side,
+            "tier": self.tier,
+            "dropped": self.dropped,
+            "added": self.added,
+        }
+        return {key: value for key, value in params.items() if value}
+
+
+def parse_filter(params: Mapping[str, str]) -> Filter:
+    def choice(name: str, allowed: Iterable[str]) -> str:
+        value = params.get(name, "")
+        allowed = list(allowed)
+        if value and value not in allowed:
+            raise ReportInputError(f"{name} must be one of {', '.join(allowed)}, not {value!r}.")
+        return value
+
+    kept = choice("kept", ("yes", "no"))
+    chosen = Filter(
+        kind=choice("kind", OUTCOMES),
+        rule=params.get("rule", ""),
+        kept=None if not kept else kept == "yes",
+        label=params.get("label", ""),
+        side=choice("side", LABEL_SIDES),
+        tier=choice("tier", TIERS),
+        dropped=params.get("dropped", ""),
+        added=params.get("added", ""),
+    )
+    if chosen.kept is not None and not chosen.rule:
+        raise ReportInputError("kept needs a rule.")
+    if chosen.side and not chosen.label:
+        raise ReportInputError("side needs a label.")
+    if bool(chosen.dropped) != bool(chosen.added):
+        raise ReportInputError("A substitution needs both dropped and added.")
+    return chosen
+
+
+# The tables -----------------------------------------------------------------------------------
+
+
+def ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+@dataclass(frozen=True)
+class KindRow:
+    kind: str
+    title: str
+    decisions: int
+    share: float | None
+
+
+@dataclass(frozen=True)
+class RuleRow:
+    rule: str
+    in_rubric: bool
+    fired: int
+    kept: int
+
+    @property
+    def not_kept(self) -> int:
+        return self.fired - self.kept
+
+    @property
+    def share(self) -> float | None:
+        return ratio(self.kept, self.fired)
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    label: str
+    proposed: int
+    approved: int
+    kept: int
+
+    @property
+    def dropped(self) -> int:
+        return self.proposed - self.kept
+
+    @property
+    def added(self) -> int:
+        return self.approved - self.kept
+
+    @property
+    def precision(self) -> float | None:
+        return ratio(self.kept, self.proposed)
+
+    @property
+    def recall(self) -> float | None:
+        return ratio(self.kept, self.approved)
+
+
+@dataclass(frozen=True)
+class SubstitutionRow:
+    dropped: str
+    added: str
+    decisions: int
+
+
+@dataclass(frozen=True)
+class TierRow:
+    tier: str
+    decisions: int
+    accepted: int
+
+    @property
+    def share(self) -> float | None:
+        return ratio(self.accepted, self.decisions)
+
+
+@dataclass(frozen=True)
+class WeekRow:
+    queue: str
+    queue_name: str
+    monday: date
+    decisions: int
+    accepted: int
+
+    @property
+    def week(self) -> str:
+        year, week, _ = self.monday.isocalendar()
+        return f"{year}-W{week:02d}"
+
+    @property
+    def share(self) -> float | None:
+        return ratio(self.accepted, self.decisions)
+
+
+@dataclass
+class Report:
+    queue: Queue
+    period: Period
+    rubric: Rubric
+    judgements: list[Judgement]
+    kinds: list[KindRow] = field(default_factory=list)
+    rules: list[RuleRow] = field(default_factory=list)
+    labels: list[LabelRow] = field(default_factory=list)
+    substitutions: list[SubstitutionRow] = field(default_factory=list)
+    tiers: list[TierRow] = field(default_factory=list)
+    weeks: list[WeekRow] = field(default_factory=list)
+
+    @property
+    def decisions(self) -> int:
+        return len(self.judgements)
+
+    def week_series(self) -> dict[str, list[WeekRow]]:
+        series: dict[str, list[WeekRow]] = defaultdict(list)
+        for row in self.weeks:
+            series[row.queue].append(row)
+        return series
+
+
+def build(queue: Queue, period: Period, *, with_text: bool = True) -> Report:
+    """Every table of the report, from two queries (this queue's decisions, and every queue's
+    for the weekly series) and the queue list. what_would_change() needs `with_text`."""
+    rubric = loader.load(queue.rubric)
+    judged = judgements(queue, period, with_text=with_text)
+    report = Report(queue=queue, period=period, rubric=rubric, judgements=judged)
+    total = len(judged)
+
+    outcomes = Counter(j.outcome for j in judged)
+    report.kinds = [
+        KindRow(kind, title, outcomes[kind], ratio(outcomes[kind], total))
+        for kind, title in OUTCOMES.items()
+    ]
+
+    fired: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    for j in judged:
+        fired.update(j.rules)
+        kept.update(j.kept_rules)
+    known = {rule.id for rule in rubric.rules} | ({COMPLETION} if rubric.completion else set())
+    report.rules = sorted(
+        (RuleRow(rule, rule in known, fired[rule], kept[rule]) for rule in fired),
+        key=lambda row: (-row.fired, row.rule),
+    )
+
+    proposed: Counter[str] = Counter()
+    approved: Counter[str] = Counter()
+    both: Counter[str] = Counter()
+    for j in judged:
+        proposed.update(j.proposed)
+        approved.update(j.approved)
+        both.update(j.proposed & j.approved)
+    report.labels = sorted(
+        (
+            LabelRow(label, proposed[label], approved[label], both[label])
+            for label in proposed | approved
+        ),
+        key=lambda row: (-(row.proposed + row.approved), row.label),
+    )
+
+    pairs = Counter(pair for j in judged for pair in j.substitutions)
+    report.substitutions = [
+        SubstitutionRow(dropped, added, count)
+        for (dropped, added), count in sorted(pairs.items(), key=lambda item: (-item[1], item[0]))
+    ]
+
+    tiers: Counter[str] = Counter(j.tier for j in judged)
+    accepted = Counter(j.tier for j in judged if j.outcome == "accepted")
+    report.tiers = [TierRow(tier, tiers[tier], accepted[tier]) for tier in TIERS]
+
+    report.weeks = weekly(period)
+    return report
+
+
+def weekly(period: Period) -> list[WeekRow]:
+    """Every queue's share accepted as proposed, per ISO week of the range, in queue order."""
+    start, end = period.bounds()
+    decisions = (
+        Decision.objects.filter(decided_at__gte=start, decided_at__lt=end)
+        .select_related("proposal")
+        # What outcome() reads, and nothing heavier.
+        .only(
+            "kind",
+            "decided_at",
+            "add_labels",
+            "remove_labels",
+            "comment_body",
+            "close",
+            "proposal__queue",
+            "proposal__add_labels",
+            "proposal__remove_labels",
+            "proposal__comment_body",
+            "proposal__close",
+        )
+        .order_by("decided_at", "pk")
+    )
+    counts: Counter[tuple[int, date]] = Counter()
+    accepted: Counter[tuple[int, date]] = Counter()
+    for decision in latest_per_proposal(decisions):
+        day = timezone.localtime(decision.decided_at).date()
+        key = (decision.proposal.queue_id, day - timedelta(days=day.weekday()))
+        counts[key] += 1
+        accepted[key] += outcome(decision) == "accepted"
+    return [
+        WeekRow(
+            queue.slug, queue.name, monday, counts[queue.pk, monday], accepted[queue.pk, monday]
+        )
+        for queue in Queue.objects.only("slug", "name", "position")
+        for monday in period.mondays()
+    ]
+
+
+# CSV ------------------------------------------------------------------------------------------
+
+TABLES = ("kinds", "rules", "labels", "substitutions", "tiers", "weeks")
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.4f}"
+
+
+def table(report: Report, name: str) -> tuple[list[str], list[list[object]]]:
+    """One table of the report as a header and rows, for CSV."""
+    if name == "kinds":
+        return ["outcome", "decisions", "share"], [
+            [row.kind, row.decisions, _share(row.share)] for row in report.kinds
+        ]
+    if name == "rules":
+        return ["rule", "in_current_rubric", "fired", "kept", "kept_share"], [
+            [row.rule, row.in_rubric, row.fired, row.kept, _share(row.share)]
+            for row in report.rules
+        ]
+    if name == "labels":
+        return ["label", "proposed", "approved", "kept", "precision", "recall"], [
+            [
+                row.label,
+                row.proposed,
+                row.approved,
+                row.kept,
+                _share(row.precision),
+                _share(row.recall),
+            ]
+            for row in report.labels
+        ]
+    if name == "substitutions":
+        return ["dropped", "added", "decisions"], [
+            [row.dropped, row.added, row.decisions] for row in report.substitutions
+        ]
+    if name == "tiers":
+        return ["tier", "decisions", "accepted_as_proposed", "share"], [
+            [row.tier, row.decisions, row.accepted, _share(row.share)] for row in report.tiers
+        ]
+    if name == "weeks":
+        return ["queue", "week", "monday", "decisions", "accepted_as_proposed", "share"], [
+            [
+                row.queue,
+                row.week,
+                row.monday.isoformat(),
+                row.decisions,
+                row.accepted,
+                _share(row.share),
+            ]
+            for row in report.weeks
+        ]
+    raise ReportInputError(f"table must be one of {', '.join(TABLES)}, not {name!r}.")
+
+
+# What would change ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    precision: float
+    recall: float
+    f1: float
+    exact: int
+
+
+@dataclass(frozen=True)
+class WhatWouldChange:
+    """The current rubric's rules backtested on the decisions, beside the proposals as made."""
+
+    rubric_version: str
+    decisions: int
+    # Decisions left out as `backtest --from-history` leaves them out: their write conflicted.
+    left_out: int
+    recorded: Score
+    current: Score
+    # Issues the current rubric now matches exactly and the recorded proposal did not, and back.
+    fixed: list[Judgement]
+    broken: list[Judgement]
+    rubric_versions_seen: list[str]
+
+
+def recorded_draft(proposal: Proposal) -> engine.Draft:
+    """A stored proposal as the draft its proposer returned, to score it like a rubric."""
+    return engine.Draft(
+        proposer=proposal.proposer,
+        proposer_version=proposal.proposer_version,
+        rubric_version=proposal.rubric_version,
+        add=tuple(proposal.add_labels),
+        remove=tuple(proposal.remove_labels),
+        template=proposal.comment_template,
+        comment=proposal.comment_body,
+        close=proposal.close,
+        score=proposal.score,
+        tier=proposal.tier,
+        rationale=proposal.rationale,
+        citations=(),
+        rules_fired=tuple(rule for rule in rules_cited(proposal) if rule != COMPLETION),
+    )
+
+
+def _exact(entry: Mapping[str, object]) -> bool:
+    return not entry["missing"] and not entry["extra"]
+
+
+def _score(report: backtest.Report) -> Score:
+    micro = report.micro()
+    exact = sum(1 for entry in report.per_issue if _exact(entry))
+    return Score(micro.precision, micro.recall, micro.f1, exact)
+
+
+def what_would_change(report: Report) -> WhatWouldChange:
+    """Needs the judgements built with the issues' texts (build() loads them)."""
+    by_issue: dict[int, Judgement] = {}
+    left_out = 0
+    for j in report.judgements:
+        write = getattr(j.decision, "write", None)
+        if write is not None and write.state == "conflict":
+            left_out += 1
+            continue
+        # Like cases_from_history: one case per issue, its latest decision.
+        by_issue.pop(j.proposal.issue_id, None)
+        by_issue[j.proposal.issue_id] = j
+    chosen = list(by_issue.values())
+    cases = [backtest.case_from_decision(j.decision) for j in chosen]
+    # A queue reads one repository, so an issue number names one case.
+    drafts = {j.proposal.issue.number: recorded_draft(j.proposal) for j in chosen}
+
+    def as_recorded(rubric: Rubric, issue: engine.IssueInput) -> engine.Draft:
+        return drafts[issue.number]
+
+    rubric = report.rubric
+    current = backtest.score(cases, rubric, engine.propose, engine.PROPOSER)
+    recorded = backtest.score(cases, rubric, as_recorded, "recorded")
+
+    fixed: list[Judgement] = []
+    broken: list[Judgement] = []
+    for j, now, then in zip(chosen, current.per_issue, recorded.per_issue, strict=True):
+        if _exact(now) and not _exact(then):
+            fixed.append(j)
+        elif _exact(then) and not _exact(now):
+            broken.append(j)
+    return WhatWouldChange(
+        rubric_version=rubric.version,
+        decisions=len(cases),
+        left_out=left_out,
+        recorded=_score(recorded),
+        current=_score(current),
+        fixed=fixed,
+        broken=broken,
+        rubric_versions_seen=sorted({j.proposal.rubric_version for j in chosen}),
+    )

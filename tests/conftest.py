@@ -1,13 +1,20 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.conf import settings as django_settings
+from playwright.sync_api import sync_playwright
 
 from console.celery import app as celery_app
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
 from tests.factories import make_user
 from triage.standins.github import GitHubStandIn
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 REPO = "pytorch/pytorch"
 
@@ -49,3 +56,37 @@ def oncall(db: None) -> object:
 @pytest.fixture
 def viewer(db: None) -> object:
     return make_user("viewer", oncall=False)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, once per module: Playwright cannot download a browser here."""
+    # Playwright's sync API keeps an event loop on this thread, which makes Django refuse ORM
+    # calls here; the tests' own ORM calls are synchronous all the same.
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            )
+            yield chromium
+            chromium.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+@pytest.fixture
+def page(browser: Browser, live_server: Any) -> Iterator[Page]:
+    """A fresh tab on the live server; any JavaScript error on the page fails the test."""
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield tab
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"

@@ -98,3 +98,22 @@ def make_proposal(slug: str = "pt2", **kwargs: Any) -> Proposal:
     proposal = propose(issue, queue(slug))
     assert proposal is not None, "the issue is not in the queue"
     return proposal
+
+
+def ensure_default_queues() -> Queue:
+    """The data migration's queues: a transactional test that ran before may have flushed them.
+
+    Returns the pt2 queue, ready for a first sync.
+    """
+    from importlib import import_module
+
+    from django.conf import settings
+
+    defaults = import_module("triage.migrations.0002_default_queues").DEFAULT_QUEUES
+    for fields in defaults:
+        Queue.objects.get_or_create(
+            slug=fields["slug"],
+            defaults={**fields, "repository": settings.GITHUB_DEFAULT_REPOSITORY},
+        )
+    Queue.objects.filter(slug="pt2").update(sync_cursor=None, sync_state=Queue.SyncState.IDLE)
+    return Queue.objects.get(slug="pt2")

@@ -6,26 +6,24 @@ eagerly in the server's thread, so a decision's write reaches the stand-in durin
 
 from __future__ import annotations
 
-import importlib
-import os
 import re
 import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from django.apps import apps
 from django.utils import timezone
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
-from tests.factories import PT2_BODY, raw_issue
+from tests.browser import TIMEOUT_MS, log_in, settled
+from tests.factories import PT2_BODY, ensure_default_queues, raw_issue
 from triage.models import Proposal, Queue
 from triage.tasks import sync_queue
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
     from triage.standins.github import GitHubStandIn
 
@@ -35,15 +33,6 @@ pytestmark = [
 ]
 
 REPO = "pytorch/pytorch"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 # Newest first is the inbox's default order, so the newest issue is the first row.
 NUMBERS = (4103, 4102, 4101)
 TITLES = {
@@ -51,56 +40,12 @@ TITLES = {
     4102: "Graph break on dict.items() inside a compiled optimizer step",
     4101: "dict.items() iteration is unsupported under torch.compile",
 }
-TIMEOUT_MS = 10_000
-# Classes htmx puts on content while it swaps it in and settles it.
-HTMX_BUSY = ".htmx-added, .htmx-settling, .htmx-swapping"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    # Playwright's sync API keeps an event loop on this thread, which makes Django refuse ORM
-    # calls here; the tests' own ORM calls are synchronous all the same.
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            chromium = playwright.chromium.launch(
-                executable_path=os.environ.get("PLAYWRIGHT_CHROMIUM", "/usr/bin/chromium"),
-                headless=True,
-                args=CHROMIUM_ARGS,
-            )
-            yield chromium
-            chromium.close()
-    finally:
-        if before is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
-
-
-@pytest.fixture
-def page(browser: Browser, live_server: Any) -> Iterator[Page]:
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield tab
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-def _ensure_default_queues() -> None:
-    """A flush by an earlier transactional test may have removed the migration's rows."""
-    migration = importlib.import_module("triage.migrations.0002_default_queues")
-    if not Queue.objects.filter(slug="pt2").exists():
-        migration.create_queues(apps, None)
 
 
 @pytest.fixture
 def proposals(standin: GitHubStandIn, oncall: Any) -> dict[int, Proposal]:
     """Three pt2 issues on the stand-in, synced and proposed; by issue number."""
-    _ensure_default_queues()
+    ensure_default_queues()
     now = timezone.now().replace(microsecond=0)
     for age, number in enumerate(NUMBERS, start=1):
         created = now - timedelta(hours=age)
@@ -121,30 +66,15 @@ def proposals(standin: GitHubStandIn, oncall: Any) -> dict[int, Proposal]:
     return found
 
 
-def _log_in(page: Page) -> None:
-    page.goto("/login/")
-    page.fill("#id_username", "oncall")
-    page.fill("#id_password", "pw")
-    page.get_by_role("button", name="Log in").click()
-    expect(page.locator("header.top .who")).to_have_text("oncall · oncall")
-    expect(page).not_to_have_url(re.compile(r"/login/"))
-
-
 def _proposal_url(proposal: Proposal) -> re.Pattern[str]:
     return re.compile(rf"/p/{proposal.pk}/(\?|$)")
-
-
-def _settled(page: Page) -> None:
-    """htmx boosts swapped-in links and forms only when it settles (20 ms after the swap): a key
-    pressed before then follows a plain link and loads the whole page."""
-    page.wait_for_function(f"() => window.htmx && !document.querySelector('{HTMX_BUSY}')")
 
 
 def _expect_issue(page: Page, proposal: Proposal) -> None:
     expect(page).to_have_url(_proposal_url(proposal))
     expect(page.locator("#issue h1")).to_contain_text(f"#{proposal.issue.number}")
     expect(page.locator("#issue h1")).to_contain_text(proposal.issue.title)
-    _settled(page)
+    settled(page)
 
 
 def _wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT_MS / 1000) -> None:
@@ -168,10 +98,10 @@ def test_accept_with_a_opens_the_next_issue_and_applies_the_labels(
     page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
 ) -> None:
     first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
-    _log_in(page)
+    log_in(page)
     page.goto("/q/pt2/")
     expect(page.locator("#left")).to_have_text("3 left")
-    _settled(page)
+    settled(page)
     page.keyboard.press("j")
     _expect_issue(page, first)
     _mark_document(page)
@@ -201,7 +131,7 @@ def test_edit_with_e_writes_exactly_the_edited_labels(
     kept = first.add_labels[1:]
     added = "module: inductor"
     assert added not in first.add_labels
-    _log_in(page)
+    log_in(page)
     page.goto(f"/p/{first.pk}/")
     _expect_issue(page, first)
     panel = page.locator("#edit-panel")
@@ -237,7 +167,7 @@ def test_j_and_k_move_between_issues_without_a_page_load(
     page: Page, proposals: dict[int, Proposal]
 ) -> None:
     first, second, third = (proposals[n] for n in NUMBERS)
-    _log_in(page)
+    log_in(page)
     page.goto(f"/p/{first.pk}/")
     _expect_issue(page, first)
     expect(page.locator("a[rel=prev]")).to_have_count(0)
@@ -269,7 +199,7 @@ def test_escalate_with_x_adds_triage_review(
     page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
 ) -> None:
     first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
-    _log_in(page)
+    log_in(page)
     page.goto(f"/p/{first.pk}/")
     _expect_issue(page, first)
 
@@ -298,7 +228,7 @@ def test_an_edit_that_is_refused_shows_why_and_stays_on_the_issue(
     page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
 ) -> None:
     first = proposals[NUMBERS[0]]
-    _log_in(page)
+    log_in(page)
     page.goto(f"/p/{first.pk}/")
     _expect_issue(page, first)
     page.keyboard.press("e")

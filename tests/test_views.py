@@ -370,3 +370,10 @@ def test_the_decisions_csv_cannot_smuggle_spreadsheet_formulas(client, oncall, p
     text = b"".join(client.get("/decisions.csv").streaming_content).decode()
     (row,) = csv.DictReader(io.StringIO(text))
     assert row["note"] == '\'=HYPERLINK("https://evil.example")'
+
+
+def test_the_inbox_title_is_plain_text(client, oncall):
+    client.force_login(oncall)
+    html = client.get(reverse("inbox", args=["pt2"])).content.decode()
+    title = html[html.index("<title>") : html.index("</title>")]
+    assert title == "<title>PT2 · Triage Console"

@@ -16,7 +16,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from importlib import import_module
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
@@ -28,7 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.celery import app as celery_app
-from tests.factories import PT2_BODY, REPO, make_user, raw_issue
+from tests.factories import PT2_BODY, REPO, ensure_default_queues, make_user, raw_issue
 from triage.models import Decision, Issue, Proposal, Queue, Write
 from triage.proposing import issue_input
 from triage.rubric import engine, loader
@@ -104,18 +103,6 @@ def worker_database_url() -> str:
     host = db["HOST"] or "127.0.0.1"
     port = db["PORT"] or 5432
     return f"postgres://{auth}@{host}:{port}/{quote(db['NAME'], safe='')}"
-
-
-def ensure_default_queues() -> Queue:
-    """The queues of the data migration; a transactional test before this one flushed them."""
-    defaults = import_module("triage.migrations.0002_default_queues").DEFAULT_QUEUES
-    for fields in defaults:
-        Queue.objects.get_or_create(
-            slug=fields["slug"],
-            defaults={**fields, "repository": settings.GITHUB_DEFAULT_REPOSITORY},
-        )
-    Queue.objects.filter(slug="pt2").update(sync_cursor=None, sync_state=Queue.SyncState.IDLE)
-    return Queue.objects.get(slug="pt2")
 
 
 @pytest.fixture

@@ -106,16 +106,18 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    order = _order(request)
+    return render(request, "triage/inbox.html", _inbox_context(request, queue, _order(request)))
+
+
+def _inbox_context(request: HtmxHttpRequest, queue: Queue, order: str) -> dict[str, object]:
     proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
-    context = {
+    return {
         "queue": queue,
         "proposals": proposals,
         "order": order,
         "left": len(proposals),
         "spend": _spend(queue),
     } | _week_context(request, queue, proposals)
-    return render(request, "triage/inbox.html", context)
 
 
 def _week_context(
@@ -264,15 +266,7 @@ def _refused(
 def inbox_after_decision(
     request: HtmxHttpRequest, queue: Queue, order: str, decision: Decision
 ) -> HttpResponse:
-    proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
-    context = {
-        "queue": queue,
-        "proposals": proposals,
-        "order": order,
-        "left": len(proposals),
-        "spend": _spend(queue),
-        "previous_decision": decision,
-    } | _week_context(request, queue, proposals)
+    context = _inbox_context(request, queue, order) | {"previous_decision": decision}
     return render(request, "triage/inbox.html", context)
 
 

@@ -389,6 +389,12 @@ def test_devset_covers_every_rule_of_every_rubric():
         ('a cryptic AttributeError "no attribute _spec"', {"error_message"}, set()),
         ("RuntimeError: could not find a kernel", set(), {"error_message"}),
         ('`mode="max-autotune"` on CPU picks the cpp_gemm_template and fails', {"mkldnn"}, set()),
+        (
+            '  File "/usr/lib/python3.12/site-packages/torch/export/_trace.py", line 1',
+            {"export_used"},
+            set(),
+        ),
+        ("LayerNorm in bfloat16 returns NaN", {"dtype", "numerical"}, set()),
     ],
 )
 def test_more_signal_failure_modes(text, present, absent):

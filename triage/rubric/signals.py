@@ -242,9 +242,16 @@ SIGNALS: tuple[SignalSpec, ...] = (
     ),
     _spec(
         "export_used",
-        "torch.export is involved",
-        r"torch\.export\b|torch\._export\b|\bExportedProgram\b|\bexport\.export\(",
-        ("torch.export", "torch._export", "exportedprogram", "export.export("),
+        "torch.export is involved (named, or in the traceback's frames)",
+        r"torch\.export\b|torch\._export\b|\bExportedProgram\b|\bexport\.export\(|torch/_?export/",
+        (
+            "torch.export",
+            "torch._export",
+            "exportedprogram",
+            "export.export(",
+            "torch/export/",
+            "torch/_export/",
+        ),
     ),
     _spec(
         "flex_attention",
@@ -369,6 +376,12 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "CUDA graphs (reduce-overhead)",
         r"\bcuda ?graphs?\b|\bcudagraph\w*|reduce-overhead",
         ("cuda graph", "cudagraph", "reduce-overhead"),
+    ),
+    _spec(
+        "dtype",
+        "A dtype the report names (half precision, bfloat16, int8, float8...)",
+        r"\b(float16|half|fp16|bfloat16|bf16|float32|fp32|float64|double|int8|uint8|float8\w*|fp8)\b",
+        ("float", "half", "fp16", "bf16", "fp32", "double", "int8", "fp8"),
     ),
     _spec(
         "torch_compile_call",

@@ -165,3 +165,24 @@ def test_a_running_sync_is_not_started_twice(standin):
     assert not queue.claim_sync()
     Queue.objects.filter(pk=queue.pk).update(sync_started_at=timezone.now() - timedelta(hours=1))
     assert queue.claim_sync()
+
+
+def test_beat_syncs_every_queue(standin, django_capture_on_commit_callbacks):
+    from triage.tasks import sync_all_queues
+
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50), labels=["oncall: distributed"]))
+    standin.add_issue(REPO, raw_issue(3, created=recent(40), labels=[]))
+    with django_capture_on_commit_callbacks(execute=True):
+        sync_all_queues.delay()
+
+    assert set(Queue.objects.values_list("slug", "sync_state")) == {
+        ("pt2", "idle"),
+        ("distributed", "idle"),
+        ("triage", "idle"),
+    }
+    assert dict(Proposal.objects.values_list("issue__number", "queue__slug")) == {
+        1: "pt2",
+        2: "distributed",
+        3: "triage",
+    }

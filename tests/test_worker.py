@@ -45,16 +45,20 @@ PT2 = "oncall: pt2"
 
 # What the pt2 rubric makes of these bodies (checked against the engine in the test):
 # a graph break with a reproducer -> `module: dynamo`, and triage is done: `triaged`;
-# a vague failure with no reproducer -> `needs reproduction`;
+# a described failure with no code, trace or error at all -> `needs reproduction`;
 NO_REPRO_BODY = (
     "### 🐛 Describe the bug\n\n"
-    "My model fails somewhere inside torch.compile with an odd error. I can't share the code.\n"
+    "My model fails somewhere inside torch.compile with an odd message after a few steps of "
+    "training. It happens on every machine we tried, with every nightly of the last month. I "
+    "can't share the code or the model, and I have not managed to make it smaller yet.\n"
 )
-# an inductor failure on CPU only, without a reproducer -> add `oncall: cpu inductor` and
+# torch.export with no torch.compile, and no reproducer -> add `oncall: export` and
 # `needs reproduction`, remove `oncall: pt2`, and ask for a reproducer in a comment.
-CPU_NO_REPRO_BODY = (
+EXPORT_NO_REPRO_BODY = (
     "### 🐛 Describe the bug\n\n"
-    "Inductor fails only on CPU, works on CUDA. I can't share the model.\n"
+    "torch.export of our production model stopped working after we upgraded. The exported "
+    "program loads, but running it gives outputs of the wrong shape for the second input. I "
+    "can't share the model, and I have not found which layer is at fault yet.\n"
 )
 
 
@@ -188,10 +192,13 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     queue = ensure_default_queues()
     # Recent, so that the first sync (the last TRIAGE_FIRST_SYNC_DAYS) reads them.
     start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
-    bodies = {4101: PT2_BODY, 4102: NO_REPRO_BODY, 4103: CPU_NO_REPRO_BODY}
-    for offset, (number, body) in enumerate(bodies.items()):
+    bodies = {
+        4101: ("Graph break under torch.compile", PT2_BODY),
+        4102: ("Fails under torch.compile", NO_REPRO_BODY),
+        4103: ("Exported program gives wrong shapes", EXPORT_NO_REPRO_BODY),
+    }
+    for offset, (number, (title, body)) in enumerate(bodies.items()):
         seeded = start + timedelta(minutes=offset)
-        title = f"Issue {number} under torch.compile"
         standin.add_issue(
             REPO, raw_issue(number, title=title, body=body, labels=(PT2,), created=seeded)
         )
@@ -228,7 +235,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     assert [p.add_labels for p in proposals] == [
         ["module: dynamo", "triaged"],
         ["needs reproduction"],
-        ["oncall: cpu inductor", "needs reproduction"],
+        ["oncall: export", "needs reproduction"],
     ]
     chosen = proposals[2]
     assert chosen.remove_labels == [PT2]
@@ -261,7 +268,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
 
     # 4. GitHub now carries exactly the accepted change.
     number = chosen.issue.number
-    added = ["oncall: cpu inductor", "needs reproduction"]
+    added = ["oncall: export", "needs reproduction"]
     on_github = standin.label_names(REPO, number)
     assert sorted(on_github) == sorted(added)
     assert PT2 not in on_github

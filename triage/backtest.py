@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 IMPLICATIONS = RUBRICS_DIR / "label-implications.json"
 WORST_MISSES = 15
+# "" is a file without splits; a split file reports the issues tuned on first.
+SPLIT_ORDER = ("", "tune", "check")
 
 Proposer = Callable[[Rubric, IssueInput], Draft]
 
@@ -47,11 +49,27 @@ def closure(labels: Iterable[str]) -> set[str]:
     return closed
 
 
+def escalated(labels: Iterable[str]) -> set[str]:
+    """Final labels, with `high priority` read as a right escalation.
+
+    The rubrics escalate with `triage review` instead of applying `high priority`; the meeting
+    then applies `high priority` and takes `triage review` off. So an issue that ends with
+    `high priority` is one on which proposing `triage review` was right.
+    """
+    labels = set(labels)
+    if "high priority" in labels:
+        labels.add("triage review")
+    return labels
+
+
 @dataclass(frozen=True)
 class Case:
     issue: IssueInput
     visible: frozenset[str]  # what the proposer sees: the labels that put it in the queue
     truth: frozenset[str]  # what humans left on it
+    # Labels that did not exist yet when the issue was filed: neither right nor wrong there.
+    unscored: frozenset[str] = frozenset()
+    split: str = ""
 
 
 @dataclass
@@ -167,8 +185,9 @@ def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_na
     rules = {rule.id: rule for rule in rubric.rules}
     for case in cases:
         draft = proposer(rubric, case.issue)
-        truth = closure(case.truth) & vocabulary
-        predicted = closure((case.visible | set(draft.add)) - set(draft.remove)) & vocabulary
+        scored = vocabulary - case.unscored
+        truth = closure(escalated(case.truth)) & scored
+        predicted = closure((case.visible | set(draft.add)) - set(draft.remove)) & scored
         missing = sorted(truth - predicted)
         extra = sorted(predicted - truth)
         for label in (predicted | truth) - (case.visible & predicted & truth):
@@ -183,16 +202,18 @@ def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_na
         tier["issues"] += 1
         tier["exact"] += not missing and not extra
         for label in draft.add:
-            tier["right_changes" if label in truth else "wrong_changes"] += 1
+            if label in scored:
+                tier["right_changes" if label in truth else "wrong_changes"] += 1
         for label in draft.remove:
-            tier["right_changes" if label not in truth else "wrong_changes"] += 1
+            if label in scored:
+                tier["right_changes" if label not in truth else "wrong_changes"] += 1
         for rule_id in draft.rules_fired:
             rule = rules.get(rule_id)
             outcome = report.rules[rule_id]
             outcome["fired"] += 1
             right = (
                 rule is not None
-                and all(label in truth for label in rule.add if label in vocabulary)
+                and all(label in truth for label in rule.add if label in scored)
                 and not any(label in truth for label in rule.remove)
             )
             outcome["right" if right else "wrong"] += 1
@@ -229,45 +250,73 @@ class BacktestInputError(ValueError):
 def belongs(raw: dict[str, Any], labels: list[str], queue: Queue) -> bool:
     """Whether a labelled issue was triaged in this queue.
 
-    A "queue" field says so outright (needed for issues that were redirected away, which no
-    longer carry the queue's labels); otherwise the final labels must still carry them.
+    A "queue" field (one slug, or a list of them) says so outright: needed for issues that were
+    redirected away, which no longer carry the queue's labels. Otherwise the final labels,
+    closed under the implications, must carry the queue's.
     """
     if "queue" in raw:
-        return bool(raw["queue"] == queue.slug)
-    return set(queue.require_labels) <= set(labels)
+        named = raw["queue"]
+        return queue.slug in named if isinstance(named, list) else bool(named == queue.slug)
+    return set(queue.require_labels) <= closure(labels)
 
 
-def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
-    """Issues carrying their final labels, shown to the proposer with only the queue's labels.
+def first_uses(rows: Iterable[tuple[str, list[str]]]) -> dict[str, str]:
+    """The day each label was first seen on an issue of the file: labels appear over the years."""
+    first: dict[str, str] = {}
+    for created_at, labels in rows:
+        for label in closure(labels):
+            if label not in first or created_at < first[label]:
+                first[label] = created_at
+    return first
 
-    An "intake_labels" list, where present, says what the issue carried when it entered the
-    queue (an existing sub-oncall, say): the proposer is shown that instead.
-    """
-    queue_labels = frozenset(queue.require_labels)
+
+def _read_rows(path: Path) -> list[tuple[dict[str, Any], ingest.IssueFields]]:
+    rows = []
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 raw = json.loads(line)
-                fields = ingest.parse(raw)
+                rows.append((raw, ingest.parse(raw)))
             except (json.JSONDecodeError, ingest.IssueFormatError) as exc:
                 raise BacktestInputError(f"{path}:{number}: {exc}") from None
-            if not belongs(raw, fields.labels, queue):
-                continue
-            intake = raw.get("intake_labels")
-            visible = frozenset(intake) if isinstance(intake, list) else queue_labels
-            yield Case(
-                issue=IssueInput(
-                    number=fields.number,
-                    title=fields.title,
-                    body=fields.body,
-                    labels=tuple(sorted(visible)),
-                    comments=tuple((c["id"], c["body"]) for c in fields.comments or []),
-                ),
-                visible=visible,
-                truth=frozenset(fields.labels),
-            )
+    return rows
+
+
+def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
+    """Issues carrying their final labels, shown to the proposer with only the queue's labels.
+
+    An "intake_labels" list, where present, says what the issue carried when it entered the
+    queue (an existing sub-oncall, say): the proposer is shown that instead. A label is scored
+    only on issues created on or after the day it first appears in the file, and a "split"
+    field (tune or check) is carried to the report.
+    """
+    queue_labels = frozenset(queue.require_labels)
+    rows = _read_rows(path)
+    first = first_uses((fields.created_at.date().isoformat(), fields.labels) for _, fields in rows)
+    for raw, fields in rows:
+        if not belongs(raw, fields.labels, queue):
+            continue
+        intake = raw.get("intake_labels")
+        visible = frozenset(intake) if isinstance(intake, list) else queue_labels
+        created = fields.created_at.date().isoformat()
+        split = raw.get("split", "")
+        if split not in SPLIT_ORDER:
+            raise BacktestInputError(f"{path}: issue {fields.number}: unknown split {split!r}")
+        yield Case(
+            issue=IssueInput(
+                number=fields.number,
+                title=fields.title,
+                body=fields.body,
+                labels=tuple(sorted(visible)),
+                comments=tuple((c["id"], c["body"]) for c in fields.comments or []),
+            ),
+            visible=visible,
+            truth=frozenset(fields.labels),
+            unscored=frozenset(label for label, day in first.items() if day > created),
+            split=split,
+        )
 
 
 def cases_from_history(queue: Queue) -> Iterator[Case]:

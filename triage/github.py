@@ -170,6 +170,17 @@ def fetch_issue(repository: str, number: int, attempt: int = 1) -> GithubIssue:
         return gh.get_repo(repository).get_issue(number)
 
 
+def read_issue(
+    repository: str, number: int, attempt: int = 1
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One issue and its comments in GitHub's REST shape, as `iter_issues` yields them."""
+    gh = client()
+    with translated_errors(attempt):
+        issue = gh.get_repo(repository).get_issue(number)
+        comments = [_comment_dict(c) for c in issue.get_comments()] if issue.comments else []
+        return _issue_dict(issue), comments
+
+
 def label_names(issue: GithubIssue) -> list[str]:
     return [label.name for label in issue.labels]
 

@@ -67,6 +67,9 @@ _BACKEND = (
 _EAGER_BACKEND = (
     r"""(?:backend\s*=\s*["'`]{1,2}eager["'`]{1,2}|["'`]eager["'`]\s+backend|\beager backend)"""
 )
+# A tag in a title: "[Inductor]", "[CPU][inductor]", "[dynamo, guards]".
+_TAG_OPEN = r"\[(?:[^\]\n]*[\s,/|])?"
+_TAG_CLOSE = r"(?:[\s,/|][^\]\n]*)?\]"
 _THEN = r"[\s:,)=-]{0,6}(?:(?:also|still|it|backend)\s+){0,2}"
 _WITH = r"\s+(?:with|on|using|under|for)\s+(?:the\s+)?"
 _WORKS = r"(?:works|passes|is fine|succeeds|runs fine|ok)\b"
@@ -355,8 +358,19 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "feature_request",
         "Asks for new functionality",
-        r"###\s*🚀 The feature|\bfeature request\b|\bplease add (support|an? )|\bwould be (nice|great) to (have|support)",
-        ("the feature", "feature request", "please add", "would be nice", "would be great"),
+        r"###\s*🚀 The feature|##\s*🚀 Feature|\bfeature request\b|\bplease add (support|an? )"
+        r"|\bwould be (nice|great) to (have|support)|\[RFC\]|^#+\s*Motivation\b|\bTracker\b",
+        (
+            "the feature",
+            "🚀 feature",
+            "feature request",
+            "please add",
+            "would be nice",
+            "would be great",
+            "[rfc]",
+            "motivation",
+            "tracker",
+        ),
     ),
     _spec(
         "external_dependency",
@@ -538,8 +552,184 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "fx",
         "torch.fx",
-        r"torch\.fx\b|\bsymbolic_trace\b|\bGraphModule\b",
+        # torch.fx.experimental is where symbolic shapes live: a dynamic-shapes error, not FX.
+        r"torch\.fx\b(?!\.experimental)|\bsymbolic_trace\b|\bGraphModule\b",
         ("torch.fx", "symbolic_trace", "graphmodule"),
+    ),
+    # PyTorch's developers, and many reporters, tag a title with the component: "[dynamo]",
+    # "[Inductor][CPU]", "[AOTI]". A tag is the reporter's or a maintainer's own routing.
+    _spec(
+        "tag_dynamo",
+        "The title is tagged [dynamo]",
+        rf"{_TAG_OPEN}(?:torch)?dynamo{_TAG_CLOSE}",
+        ("dynamo",),
+        title_only=True,
+    ),
+    _spec(
+        "tag_inductor",
+        "The title is tagged [inductor]",
+        rf"{_TAG_OPEN}(?:torch)?inductor{_TAG_CLOSE}",
+        ("inductor",),
+        title_only=True,
+    ),
+    _spec(
+        "tag_cpu",
+        "The title is tagged [CPU], [x86], [aarch64] or [ARM]",
+        rf"{_TAG_OPEN}(?:cpu|x86|x86_64|aarch64|arm|arm64|neon|sve|avx\w*){_TAG_CLOSE}",
+        ("cpu", "x86", "aarch64", "arm", "neon", "sve", "avx"),
+        title_only=True,
+    ),
+    _spec(
+        "tag_dynamic_shapes",
+        "The title is tagged [dynamic shapes]",
+        rf"{_TAG_OPEN}(?:dynamic[ _-]?shapes?|dynamic|unbacked|symbolic[ _-]shapes?){_TAG_CLOSE}",
+        ("dynamic", "unbacked", "symbolic"),
+        title_only=True,
+    ),
+    _spec(
+        "tag_export",
+        "The title is tagged [export]",
+        rf"{_TAG_OPEN}(?:torch\.)?export{_TAG_CLOSE}",
+        ("export",),
+        title_only=True,
+    ),
+    _spec(
+        "tag_compile",
+        "The title is tagged [pt2], [torch.compile] or [compile]",
+        rf"{_TAG_OPEN}(?:pt2|torch\.compile|compile|compiled autograd|torch\.compiler){_TAG_CLOSE}",
+        ("pt2", "compile"),
+        title_only=True,
+    ),
+    _spec(
+        "eager_divergence",
+        "Compiled and eager results differ",
+        r"\b(?:compile|compiled|inductor)\b[^\n]{0,40}?\b(?:mismatch|divergence|inconsistent|differs?|different)\b"
+        r"|\bEager/Compile Divergence\b|\binconsistent (?:results|outputs?)\b[^\n]{0,40}?\b(?:eager|compile)"
+        r"|\bdifferent (?:results?|outputs?|behaviou?r)\b[^\n]{0,20}?\b(?:from|than|vs\.?|compared to) (?:the )?eager",
+        ("mismatch", "divergence", "inconsistent", "differ"),
+        negatable=True,
+    ),
+    _spec(
+        "title_inductor",
+        "The title names Inductor",
+        r"\binductor\b",
+        ("inductor",),
+        title_only=True,
+    ),
+    _spec(
+        "code_or_trace",
+        "Shows code, a traceback or an error line",
+        r"```|\bTraceback \(most recent call last\)|^\s*File \"|\w(?:Error|Exception): |<table\b",
+        ("```", "traceback", 'file "', "error: ", "exception: ", "<table"),
+    ),
+    _spec(
+        "cpp_compile",
+        "Inductor's C++ (CPU) code generation or its compiler fails",
+        r"\bCppCompileError\b|C\+\+ compile error|cpp_builder\.py|\bcpp_fused_\w+|codegen/cpp\w*\.py"
+        r"|\bVecISA\b|\bvec_isa\b|\.main\.cpp\b|\bMSVC\b|\bcl\.exe\b|\bInductor C\+\+ backend\b",
+        (
+            "cppcompileerror",
+            "c++ compile error",
+            "cpp_builder",
+            "cpp_fused_",
+            "codegen/cpp",
+            "vecisa",
+            "vec_isa",
+            ".main.cpp",
+            "msvc",
+            "cl.exe",
+            "inductor c++ backend",
+        ),
+    ),
+    _spec(
+        "arm_cpu",
+        "An Arm or Apple-silicon CPU",
+        r"\b(?:aarch64|arm64|Graviton\d*|NEON|SVE2?|Neoverse)\b|\bApple M[1-5]\b|\bM[1-5] (?:Pro|Max|Ultra|Mac)\b",
+        (
+            "aarch64",
+            "arm64",
+            "graviton",
+            "neon",
+            "sve",
+            "neoverse",
+            "apple m",
+            " pro",
+            " max",
+            " ultra",
+            " mac",
+        ),
+    ),
+    _spec(
+        "on_cpu",
+        "Says it happens on the CPU",
+        r"\b(?:on|for|with) (?:the )?CPU\b|\bCPU (?:backend|device|inductor|codegen)\b"
+        r"|\bdevice\s*=\s*[\"']cpu[\"']",
+        ("cpu",),
+        negatable=True,
+    ),
+    _spec(
+        "aoti",
+        "AOTInductor: ahead-of-time compiled packages",
+        r"\bAOT ?Inductor\w*|\bAOTI\w*|\baoti_\w+|\baot_inductor\b|\baot_compile\b|\.pt2\b",
+        ("aot inductor", "aotinductor", "aoti", "aot_inductor", "aot_compile", ".pt2"),
+    ),
+    _spec(
+        "dispatcher_terms",
+        "Names a part of the PT2 dispatcher: AOT autograd, functionalization, FakeTensor, custom ops",
+        r"\bFake ?Tensor\w*|\bfake_tensor\b|\bfunctionali[sz]\w*|\bauto_functionalized\w*"
+        r"|\bAOT ?Autograd\b|\bAOTDispatch\w*|\bcustom[ _-]op(?:erator)?s?\b|\btorch\.library\b"
+        r"|\bregister_fake\b|\bregister_autograd\b|\bFakeScriptObject\b|doesn't have storage"
+        r"|\bhigher[ -]order op\w*|\bHOPs?\b|\bProxyTensor\b|\bDispatchKey\b",
+        (
+            "fake",
+            "functionali",
+            "aot autograd",
+            "aotautograd",
+            "aotdispatch",
+            "custom",
+            "torch.library",
+            "register_fake",
+            "register_autograd",
+            "doesn't have storage",
+            "higher",
+            "hop",
+            "proxytensor",
+            "dispatchkey",
+        ),
+    ),
+    _spec(
+        "dynamic_terms",
+        "Names dynamic-shape machinery: mark_dynamic, unbacked symbols, SymInt, constraint violations",
+        r"\bmark_dynamic\b|\bmark_unbacked\b|\bmaybe_mark_dynamic\b|\bConstraintViolationError\b"
+        r"|\bdynamic[ _]shapes?\b|\bsize[- ]like\b|\bunbacked\b|\bSym(?:Int|Bool|Float|Node)\b"
+        r"|\bautomatic_dynamic\w*|\bguard_size_oblivious\b|\bspecializ\w+",
+        (
+            "mark_",
+            "constraintviolation",
+            "dynamic",
+            "size-like",
+            "size like",
+            "unbacked",
+            "sym",
+            "specializ",
+        ),
+    ),
+    _spec(
+        "dynamo_terms",
+        "Names Dynamo's own machinery: bytecode, skipfiles, variable trackers, recompile limits",
+        r"\bbytecode\b|\bskipfiles\b|\btrace_rules\b|\bFailOnRecompileLimitHit\b|\bSourcelessBuilder\b"
+        r"|\bVariableTracker\b|\b[A-Z]\w+Variable\(|\bcompiled[ _]autograd\b",
+        (
+            "bytecode",
+            "skipfiles",
+            "trace_rules",
+            "failonrecompilelimithit",
+            "sourcelessbuilder",
+            "variabletracker",
+            "variable(",
+            "compiled autograd",
+            "compiled_autograd",
+        ),
     ),
 )
 
@@ -551,6 +741,8 @@ SIGNAL_NAMES: frozenset[str] = frozenset(
         "distributed_any",
         "no_distributed_api",
         "inductor_cpu_only",
+        "pt2_involved",
+        "described",
     }
 )
 SIGNAL_DESCRIPTIONS: dict[str, str] = {spec.name: spec.description for spec in SIGNALS} | {
@@ -559,7 +751,11 @@ SIGNAL_DESCRIPTIONS: dict[str, str] = {spec.name: spec.description for spec in S
     "distributed_any": "Uses a torch.distributed API",
     "no_distributed_api": "No torch.distributed API is used",
     "inductor_cpu_only": "Inductor fails, on CPU only",
+    "pt2_involved": "torch.compile or one of its components is involved",
+    "described": "The body describes the problem at some length",
 }
+# Below this a body says too little to judge whether a reproducer is missing.
+DESCRIBED_CHARS = 200
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -675,6 +871,10 @@ def extract(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, l
                 found.setdefault(spec.name, []).append(
                     Evidence(spec.name, source.name, match.start(), match.end(), match.group(0))
                 )
+        if source.name == "body" and len(text.strip()) >= DESCRIBED_CHARS:
+            found.setdefault("described", []).append(
+                Evidence("described", source.name, 0, 0, text.strip().splitlines()[0][:120])
+            )
         if source.name != "title" and "```" in text:
             for block in CODE_BLOCK.finditer(text):
                 if REPRO_CODE.search(block.group(1)):
@@ -705,7 +905,45 @@ def derive(found: dict[str, list[Evidence]]) -> None:
         found.get("ablation_inductor_fails")
         or found.get("frames_inductor")
         or found.get("backend_compiler_failed")
+        or found.get("tag_inductor")
     )
-    cpu = found.get("cpu_only") or found.get("mkldnn")
-    if inductor and cpu:
-        found["inductor_cpu_only"] = [*cpu[:1], *inductor[:1]]
+    # "On CPU" in a compiled program's report points at the CPU backend unless the report is
+    # about tracing (a graph break is the same on every device) or also names CUDA.
+    compiled_on_cpu = (
+        found.get("compile_used")
+        if "graph_break" not in found and "dynamic_terms" not in found
+        else None
+    )
+    cpu = (
+        found.get("cpu_only")
+        or found.get("mkldnn")
+        or found.get("tag_cpu")
+        or found.get("arm_cpu")
+        or (found.get("on_cpu") if "cuda_scope" not in found else None)
+    )
+    if found.get("cpp_compile"):
+        found["inductor_cpu_only"] = found["cpp_compile"][:1]
+    elif cpu and (inductor or compiled_on_cpu):
+        found["inductor_cpu_only"] = [*cpu[:1], *(inductor or compiled_on_cpu or [])[:1]]
+    pt2 = [ev for name in PT2_SIGNALS for ev in found.get(name, [])[:1]]
+    if pt2:
+        found["pt2_involved"] = pt2[:1]
+
+
+# Any of these puts an issue in PT2's territory (torch.compile and what it is built of).
+PT2_SIGNALS = (
+    "compile_used",
+    "tag_compile",
+    "tag_dynamo",
+    "tag_inductor",
+    "tag_dynamic_shapes",
+    "graph_break",
+    "internal_dynamo_error",
+    "backend_compiler_failed",
+    "recompile_limit",
+    "frames_dynamo",
+    "frames_inductor",
+    "cpp_compile",
+    "flex_attention",
+    "dynamo_terms",
+)

@@ -13,6 +13,7 @@ from triage.rubric import engine, loader
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
+    from collections.abc import Callable
 
     from triage.rubric.engine import Draft, IssueInput
     from triage.rubric.loader import Rubric
@@ -54,9 +55,8 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
         rubric = loader.load(queue.rubric)
         proposer = options["proposer"]
-        if proposer == Queue.Proposer.RULES:
-            report = backtest.score(cases, rubric, engine.propose, engine.PROPOSER)
-        else:
+        propose: Callable[[Rubric, IssueInput], Draft] = engine.propose
+        if proposer != Queue.Proposer.RULES:
             if not settings.ANTHROPIC_API_KEY:
                 raise CommandError(f"--proposer {proposer} calls Claude: set ANTHROPIC_API_KEY")
             # Scored as the queue would propose in that mode, without touching the queue's row.
@@ -65,8 +65,37 @@ class Command(BaseCommand):
             def propose(rubric: Rubric, issue: IssueInput) -> Draft:
                 return proposing.draft_for(queue, rubric, issue)
 
+        splits = sorted({case.split for case in cases}, key=backtest.SPLIT_ORDER.index)
+        if splits == [""]:
             report = backtest.score(cases, rubric, propose, proposer)
+            if options["json"]:
+                self.stdout.write(json.dumps(report.as_dict()))
+            else:
+                self.stdout.write(backtest.format_text(report))
+            return
+        # A file split into tune and check: each is its own report, so the check split's
+        # figures are never mixed with the issues the rules were tuned on.
+        reports = {
+            split: backtest.score(
+                [case for case in cases if case.split == split], rubric, propose, proposer
+            )
+            for split in splits
+        }
         if options["json"]:
-            self.stdout.write(json.dumps(report.as_dict()))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        "queue": queue.slug,
+                        "rubric_version": rubric.version,
+                        "proposer": proposer,
+                        "splits": {split: report.as_dict() for split, report in reports.items()},
+                    }
+                )
+            )
         else:
-            self.stdout.write(backtest.format_text(report))
+            self.stdout.write(
+                "\n\n".join(
+                    f"== split: {split or 'none'} ==\n{backtest.format_text(report)}"
+                    for split, report in reports.items()
+                )
+            )

@@ -190,3 +190,14 @@ def test_high_priority_in_the_final_labels_makes_an_escalation_right(tmp_path):
     ]
     review = json.loads(run(tmp_path, rows, "--json"))["labels"]["triage review"]
     assert (review["tp"], review["fp"]) == (1, 1)
+
+
+def test_a_label_the_file_never_uses_is_not_scored_and_the_report_says_so(tmp_path):
+    # Nobody in the file ever applied module: dynamo: proposing it is neither right nor wrong.
+    rows = [labelled(1, GRAPH_BREAK, ["oncall: pt2", "triaged"])]
+    report = json.loads(run(tmp_path, rows, "--json"))
+
+    assert "module: dynamo" not in report["labels"]
+    assert "module: dynamo" in report["unscored_labels"]
+    assert report["labels"]["triaged"]["tp"] == 1
+    assert "not scored (never used in the file): " in run(tmp_path, rows)

@@ -258,9 +258,11 @@ def test_hybrid_asks_the_model_only_where_the_rules_are_unsure(model):
     pt2.proposer = Queue.Proposer.HYBRID
     pt2.hybrid_threshold = 0.8
     pt2.save()
-    # The CPU-only inductor redirect scores 0.8: the rules are sure enough.
+    # A fuzzer report scores 0.9 (the first-level bot's `bot-triaged` leaves `triaged`, and its
+    # lower confidence, out): the rules are sure enough.
     confident = propose_one(
-        body="aot_eager: passes\ninductor: fails\nOnly on CPU.\n```python\nimport torch\n```"
+        body="Found by our fuzzer.\n```python\nimport torch\n```",
+        labels=["oncall: pt2", "bot-triaged"],
     )
     assert confident.proposer == "rules"
     assert model.messages_requests() == []

@@ -6,6 +6,7 @@ import pytest
 
 from triage.rubric import loader
 from triage.rubric.engine import Draft, IssueInput, guard, propose
+from triage.rubric.signals import TextSource, extract
 
 RULE = """
 [[rule]]
@@ -402,3 +403,72 @@ def test_more_signal_failure_modes(text, present, absent):
     found = signals_of(text)
     assert present <= found, found
     assert not (absent & found), found
+
+
+def test_a_proposal_that_completes_triage_is_no_surer_than_the_completion():
+    rubric = loader.load("pt2")
+    assert rubric.completion is not None and rubric.completion.confidence < 1.0
+    draft = propose(rubric, issue("", title="[dynamo] frozen dataclass fields are not guarded"))
+    assert "triaged" in draft.add
+    assert draft.score == rubric.completion.confidence
+
+
+def test_completion_is_blocked_by_a_label_outside_the_vocabulary():
+    # The first-level bot's `bot-triaged` is not the pt2 oncall's to add, but it blocks `triaged`.
+    rubric = loader.load("pt2")
+    title = "[dynamo] frozen dataclass fields are not guarded"
+    draft = propose(rubric, issue("", title=title, labels=("oncall: pt2", "bot-triaged")))
+    assert "module: dynamo" in draft.add and "triaged" not in draft.add
+
+
+def title_signals(title: str) -> set[str]:
+    return set(extract([TextSource("title", title)]))
+
+
+@pytest.mark.parametrize(
+    ("title", "present", "absent"),
+    [
+        ("[Inductor][CPU] LayerNorm is slow", {"tag_inductor", "tag_cpu"}, {"tag_dynamo"}),
+        ("[dynamo, guards] a guard is missing", {"tag_dynamo"}, set()),
+        ("[aarch64 linux] compile crashes", {"tag_cpu"}, set()),
+        ("[dynamic shapes] unbacked size fails", {"tag_dynamic_shapes"}, set()),
+        ("Inductor produces NaNs", {"title_inductor"}, {"tag_inductor"}),
+        # AOTInductor is not Inductor's title word.
+        ("AOTInductor package fails to load", {"aoti"}, {"title_inductor"}),
+        ("DISABLED test_allreduce (__main__.ProcessGroupNCCLTest)", {"disabled_test"}, set()),
+    ],
+)
+def test_title_signal_failure_modes(title, present, absent):
+    found = title_signals(title)
+    assert present <= found, found
+    assert not (absent & found), found
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        ("torch._inductor.exc.CppCompileError: C++ compile error", {"cpp_compile"}, set()),
+        # Inductor's C++ wrapper serves CUDA too: not a CPU signal.
+        ("TORCHINDUCTOR_CPP_WRAPPER=1 fails", set(), {"mkldnn", "cpp_compile"}),
+        ("register_fake returns the wrong strides", {"dispatcher_terms"}, set()),
+        ("mark_dynamic on dim 0 specializes", {"dynamic_terms"}, set()),
+        ("AssertionError: Dict types must use ConstDictVariable", {"dynamo_terms"}, set()),
+        ("Fused AdamW is not supported with FSDP2", {"fsdp"}, set()),
+        ("We don't use FSDP at all", set(), {"fsdp"}),
+        ("model = parallelize_module(model, mesh, plan)", {"tensor_parallel"}, {"dtensor"}),
+        ("Operator aten.select.int does not have a sharding strategy", {"dtensor"}, set()),
+        ("## Motivation\nWe plan to rework the store.", {"design_doc"}, {"feature_request"}),
+        ("Traceback (most recent call last):", {"code_or_trace"}, set()),
+        ("compiled output differs from eager by 1e-2", {"eager_divergence"}, set()),
+        ("it stopped working in 2.7", {"regression"}, set()),
+    ],
+)
+def test_signals_found_on_real_issues(text, present, absent):
+    found = signals_of(text)
+    assert present <= found, found
+    assert not (absent & found), found
+
+
+def test_a_described_body_is_one_of_some_length():
+    assert "described" in signals_of("It fails. " * 30)
+    assert "described" not in signals_of("It fails.")

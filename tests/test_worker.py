@@ -52,13 +52,14 @@ NO_REPRO_BODY = (
     "training. It happens on every machine we tried, with every nightly of the last month. I "
     "can't share the code or the model, and I have not managed to make it smaller yet.\n"
 )
-# torch.export with no torch.compile, and no reproducer -> add `oncall: export` and
-# `needs reproduction`, remove `oncall: pt2`, and ask for a reproducer in a comment.
-EXPORT_NO_REPRO_BODY = (
+# a DTensor failure raised in DTensor's own code, no reproducer -> hand it to distributed: add
+# `module: dtensor`, `oncall: distributed` and `needs reproduction`, remove `oncall: pt2`, and
+# ask for a reproducer in a comment.
+DTENSOR_NO_REPRO_BODY = (
     "### 🐛 Describe the bug\n\n"
-    "torch.export of our production model stopped working after we upgraded. The exported "
-    "program loads, but running it gives outputs of the wrong shape for the second input. I "
-    "can't share the model, and I have not found which layer is at fault yet.\n"
+    "Our DTensor model fails at the first step, and the assertion is raised from "
+    "torch/distributed/tensor/_sharding_prop.py even with the compiler switched off. I can't "
+    "share the model, and I have not managed to make it any smaller yet.\n"
 )
 
 
@@ -195,7 +196,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     bodies = {
         4101: ("Graph break under torch.compile", PT2_BODY),
         4102: ("Fails under torch.compile", NO_REPRO_BODY),
-        4103: ("Exported program gives wrong shapes", EXPORT_NO_REPRO_BODY),
+        4103: ("Sharding propagation fails on the first step", DTENSOR_NO_REPRO_BODY),
     }
     for offset, (number, (title, body)) in enumerate(bodies.items()):
         seeded = start + timedelta(minutes=offset)
@@ -235,7 +236,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     assert [p.add_labels for p in proposals] == [
         ["module: dynamo", "triaged"],
         ["needs reproduction"],
-        ["oncall: export", "needs reproduction"],
+        ["module: dtensor", "oncall: distributed", "needs reproduction"],
     ]
     chosen = proposals[2]
     assert chosen.remove_labels == [PT2]
@@ -268,7 +269,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
 
     # 4. GitHub now carries exactly the accepted change.
     number = chosen.issue.number
-    added = ["oncall: export", "needs reproduction"]
+    added = ["module: dtensor", "oncall: distributed", "needs reproduction"]
     on_github = standin.label_names(REPO, number)
     assert sorted(on_github) == sorted(added)
     assert PT2 not in on_github

@@ -67,8 +67,9 @@ class Case:
     issue: IssueInput
     visible: frozenset[str]  # what the proposer sees: the labels that put it in the queue
     truth: frozenset[str]  # what humans left on it
-    # Labels that did not exist yet when the issue was filed: neither right nor wrong there.
-    unscored: frozenset[str] = frozenset()
+    # The labels in use when the issue was filed (first seen on or before that day in the file);
+    # others, and labels never seen in the file, are neither right nor wrong on it. None: all.
+    in_use: frozenset[str] | None = None
     split: str = ""
 
 
@@ -115,6 +116,8 @@ class Report:
     per_issue: list[dict[str, Any]] = field(default_factory=list)
     usage: Counter[str] = field(default_factory=Counter)
     cost_usd: Decimal = Decimal(0)
+    # Labels of the vocabulary that no issue was scored on: the file never uses them.
+    unscored: set[str] = field(default_factory=set)
 
     def micro(self) -> Counts:
         total = Counts()
@@ -172,6 +175,7 @@ class Report:
                 rule: {"fired": c["fired"], "right": c["right"], "wrong": c["wrong"]}
                 for rule, c in sorted(self.rules.items())
             },
+            "unscored_labels": sorted(self.unscored),
             "worst_misses": self.worst(),
             "per_issue": self.per_issue,
             "usage": dict(self.usage),
@@ -183,9 +187,11 @@ def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_na
     report = Report(queue=rubric.name, rubric_version=rubric.version, proposer=proposer_name)
     vocabulary = rubric.vocabulary.allowed
     rules = {rule.id: rule for rule in rubric.rules}
+    report.unscored = set(vocabulary)
     for case in cases:
         draft = proposer(rubric, case.issue)
-        scored = vocabulary - case.unscored
+        scored = vocabulary if case.in_use is None else vocabulary & case.in_use
+        report.unscored -= scored
         truth = closure(escalated(case.truth)) & scored
         predicted = closure((case.visible | set(draft.add)) - set(draft.remove)) & scored
         missing = sorted(truth - predicted)
@@ -264,7 +270,7 @@ def first_uses(rows: Iterable[tuple[str, list[str]]]) -> dict[str, str]:
     """The day each label was first seen on an issue of the file: labels appear over the years."""
     first: dict[str, str] = {}
     for created_at, labels in rows:
-        for label in closure(labels):
+        for label in closure(escalated(labels)):
             if label not in first or created_at < first[label]:
                 first[label] = created_at
     return first
@@ -289,8 +295,9 @@ def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
 
     An "intake_labels" list, where present, says what the issue carried when it entered the
     queue (an existing sub-oncall, say): the proposer is shown that instead. A label is scored
-    only on issues created on or after the day it first appears in the file, and a "split"
-    field (tune or check) is carried to the report.
+    only on issues created on or after the day it first appears in the file (labels come and go
+    over the years: the distributed sub-oncalls came in 2026), and never where the file does not
+    use it at all. A "split" field (tune or check) is carried to the report.
     """
     queue_labels = frozenset(queue.require_labels)
     rows = _read_rows(path)
@@ -314,7 +321,7 @@ def cases_from_file(path: Path, queue: Queue) -> Iterator[Case]:
             ),
             visible=visible,
             truth=frozenset(fields.labels),
-            unscored=frozenset(label for label, day in first.items() if day > created),
+            in_use=frozenset(label for label, day in first.items() if day <= created),
             split=split,
         )
 
@@ -395,6 +402,8 @@ def format_text(report: Report) -> str:
             f"{total.get('cache_read', 0)} cache read, {total.get('cache_write', 0)} cache write; "
             f"cost ${data['cost_usd']:.4f} (${data['cost_usd'] / max(data['issues'], 1):.5f} per issue)"
         )
+    if data["unscored_labels"]:
+        lines += ["", f"not scored (never used in the file): {', '.join(data['unscored_labels'])}"]
     lines += ["", "worst misses:"]
     for entry in data["worst_misses"]:
         lines.append(

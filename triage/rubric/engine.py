@@ -156,18 +156,21 @@ def propose(rubric: Rubric, issue: IssueInput) -> Draft:
                     )
                 )
     completion = rubric.completion
-    if (
+    completed = (
         completion is not None
-        and completion.requires_any.intersection(add)
+        and bool(completion.requires_any.intersection(add))
         and completion.blocked_by.isdisjoint(add)
         and completion.blocked_by.isdisjoint(labels)
-    ):
+    )
+    if completion is not None and completed:
         add.extend(label for label in completion.add if label not in add)
         for section_id in completion.sections:
             section = rubric.sections[section_id]
             citations.append(Citation(section_id, section.title, "completion", "", "", 0, 0))
     if fired:
         score = min(rule.confidence for rule in fired)
+        if completion is not None and completed:
+            score = min(score, completion.confidence)
         rationale = " ".join(rule.rationale for rule in fired if rule.rationale)
     else:
         score = rubric.no_rule_score

@@ -79,6 +79,9 @@ class Completion:
     requires_any: frozenset[str]
     blocked_by: frozenset[str]
     sections: tuple[str, ...]
+    # How often humans left these labels where the rules say triage is done: a proposal that
+    # adds them is no surer than that.
+    confidence: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -342,8 +345,15 @@ def load_from(directory: Path) -> Rubric:
                 _strings(entry.get("blocked_by", []), rules_path, rules_text, where, "blocked_by")
             ),
             sections=_strings(entry.get("sections", []), rules_path, rules_text, where, "sections"),
+            confidence=float(entry.get("confidence", 1.0)),
         )
+        if not 0.0 <= completion.confidence <= 1.0:
+            raise RubricError(rules_path, line, "completion: confidence must be in [0, 1]")
         for label in (*completion.add, *completion.requires_any, *completion.blocked_by):
+            if label not in labels:
+                raise RubricError(rules_path, line, f"completion: unknown label {label!r}")
+        # Conditions may name any label of the repository; what is added must be proposable.
+        for label in (*completion.add, *completion.requires_any):
             if label not in vocabulary.allowed:
                 raise RubricError(
                     rules_path, line, f"completion: label {label!r} is not in the vocabulary"

@@ -24,8 +24,10 @@ PACKAGE_LINE = re.compile(r"[ \t]*\[(?:pip3?|conda)\]")
 REPRO_CODE = re.compile(r"^\s*(import torch|from torch|#include <torch/)", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 # "not a regression", "no segfault", "doesn't crash": a negation shortly before the match.
+# "Not supported with FSDP2" and "doesn't work with DDP" are bugs in the thing, not denials of it.
 NEGATION = re.compile(
-    r"\b(not|no|never|without|isn't|doesn't|didn't|don't|nor|aren't|wasn't)\b[^.,;:!?\n]{0,28}$",
+    r"\b(not|no|never|without|isn't|doesn't|didn't|don't|nor|aren't|wasn't)\b"
+    r"(?!\s+(?:supported|working|compatible|work|works|respected|honou?red|have|has)\b)[^.,;:!?\n]{0,28}$",
     re.IGNORECASE,
 )
 
@@ -190,8 +192,9 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "mkldnn",
         "MKLDNN / oneDNN codegen",
-        r"\bmkldnn\b|\boneDNN\b|\bcpp_wrapper\b|\bcpp codegen|\bcpp_gemm\w*|codegen/cpp|\bCPP GEMM",
-        ("mkldnn", "onednn", "cpp_wrapper", "cpp codegen", "cpp_gemm", "codegen/cpp", "cpp gemm"),
+        # Not cpp_wrapper: Inductor's C++ wrapper serves CUDA too.
+        r"\bmkldnn\b|\boneDNN\b|\bcpp codegen|\bcpp_gemm\w*|codegen/cpp\.py|\bCPP GEMM",
+        ("mkldnn", "onednn", "cpp codegen", "cpp_gemm", "codegen/cpp.py", "cpp gemm"),
     ),
     _spec(
         "crash",
@@ -232,8 +235,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "regression",
         "A regression: it used to work",
         r"\bused to work\b|\bregress(ion|ed)\b|\bworked (fine )?(in|on|with) (v|version |torch |\d)"
-        r"|\bbroke (in|after|since) \d",
-        ("used to work", "regress", "worked", "broke"),
+        r"|\bbroke (in|after|since) \d|\bstopped working\b|\bno longer works?\b",
+        ("used to work", "regress", "worked", "broke", "stopped working", "no longer work"),
         negatable=True,
     ),
     _spec("fuzzer", "Found by a fuzzer", r"\bfuzz(er|ers|ing|ed)?\b", ("fuzz",)),
@@ -278,30 +281,61 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "ddp",
         "DistributedDataParallel",
-        r"\bDDP\b|DistributedDataParallel",
-        ("ddp", "distributeddataparallel"),
+        r"\bDDP\b|DistributedDataParallel|Expected to have finished reduction|\bfind_unused_parameters\b"
+        r"|\bstatic_graph\b|\bDDPOptimizer\b",
+        (
+            "ddp",
+            "distributeddataparallel",
+            "expected to have finished reduction",
+            "find_unused_parameters",
+            "static_graph",
+        ),
         negatable=True,
     ),
     _spec(
         "dtensor",
-        "DTensor / tensor parallel",
-        r"\bDTensor\b|\bdistribute_tensor\b|torch\.distributed\.tensor|parallelize_module"
-        r"|\bShard\(\d\)|\bReplicate\(\)",
+        "DTensor itself: placements, sharding strategies, redistribution",
+        r"\bDTensor\b|\bdistribute_tensor\b|\bShard\(\d\)|\bReplicate\(\)|\b_StridedShard\b"
+        r"|\bsharding (?:strategy|strategies|propagation|rule)\b|\bredistribute\(|\bfrom_local\(",
         (
             "dtensor",
             "distribute_tensor",
-            "torch.distributed.tensor",
-            "parallelize_module",
             "shard(",
             "replicate()",
+            "_stridedshard",
+            "sharding strateg",
+            "sharding propagation",
+            "sharding rule",
+            "redistribute(",
+            "from_local(",
         ),
         negatable=True,
+    ),
+    # Tensor parallel is built on DTensor, but its issues are not labelled `module: dtensor`.
+    _spec(
+        "tensor_parallel",
+        "Tensor, sequence or context parallel APIs",
+        r"torch\.distributed\.tensor\.(?:parallel|experimental)|\bparallelize_module\b"
+        r"|\b(?:Colwise|Rowwise|Sequence)Parallel\b|\bPrepareModule(?:Input|Output)\b|\bloss_parallel\b"
+        r"|\bcontext_parallel\b",
+        (
+            "torch.distributed.tensor.",
+            "parallelize_module",
+            "colwiseparallel",
+            "rowwiseparallel",
+            "sequenceparallel",
+            "preparemodule",
+            "loss_parallel",
+            "context_parallel",
+        ),
     ),
     _spec(
         "c10d",
         "Process groups, collectives and their backends",
         r"\bProcessGroup\w*|\ball_reduce\b|\ball_gather\w*|\breduce_scatter\w*|\bbroadcast\("
-        r"|\bNCCL\b|\bGloo\b|init_process_group|\bTCPStore\b|\bc10d\b|\bDeviceMesh\b|init_device_mesh",
+        r"|\bNCCL\b|\bnccl\w*Error\b|\bNCCL_\w+|\bGloo\b|init_process_group|\bTCPStore\b|\bc10d\b"
+        r"|\bDeviceMesh\b|init_device_mesh|\ball_to_all\w*|\bbatch_isend_irecv\b|\bnew_group\b"
+        r"|\bRendezvous\w*|\bdestroy_process_group\b|\bsymmetric memory\b|\bsymm_mem\b",
         (
             "processgroup",
             "all_reduce",
@@ -315,6 +349,13 @@ SIGNALS: tuple[SignalSpec, ...] = (
             "c10d",
             "devicemesh",
             "init_device_mesh",
+            "all_to_all",
+            "batch_isend_irecv",
+            "new_group",
+            "rendezvous",
+            "destroy_process_group",
+            "symmetric memory",
+            "symm_mem",
         ),
     ),
     _spec(
@@ -339,8 +380,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "rpc",
         "torch.distributed.rpc",
-        r"torch\.distributed\.rpc|\brpc_sync\b|\brpc_async\b",
-        ("torch.distributed.rpc", "rpc_sync", "rpc_async"),
+        r"torch\.distributed\.rpc|\brpc_sync\b|\brpc_async\b|\bRRef\b|\bTensorPipe\w*|\b\w*RpcTest\w*",
+        ("torch.distributed.rpc", "rpc_sync", "rpc_async", "rref", "tensorpipe", "rpctest"),
     ),
     _spec(
         "question_title",
@@ -359,7 +400,7 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "feature_request",
         "Asks for new functionality",
         r"###\s*🚀 The feature|##\s*🚀 Feature|\bfeature request\b|\bplease add (support|an? )"
-        r"|\bwould be (nice|great) to (have|support)|\[RFC\]|^#+\s*Motivation\b|\bTracker\b",
+        r"|\bwould be (nice|great) to (have|support)",
         (
             "the feature",
             "🚀 feature",
@@ -367,17 +408,21 @@ SIGNALS: tuple[SignalSpec, ...] = (
             "please add",
             "would be nice",
             "would be great",
-            "[rfc]",
-            "motivation",
-            "tracker",
         ),
+    ),
+    _spec(
+        "design_doc",
+        "A maintainer's plan rather than a report: an RFC, a tracker, a design",
+        r"\[RFC\]|\bRFC\b|^#+\s*Motivation\b|\bTracker\b|\[Main Issue\]|\[Beta\]|\bfollow[ -]ups\b",
+        ("rfc", "motivation", "tracker", "[main issue]", "[beta]", "follow"),
     ),
     _spec(
         "external_dependency",
         "The reproducer needs files or setup we do not have",
-        r"\b(my|our) (private |internal )?(model|dataset|checkpoint|weights)\b|\bcannot share\b"
+        r"\b(my|our) (private |internal |production )?(model|dataset|checkpoint|weights|code)\b"
+        r"|\b(?:cannot|can't|can not|unable to) share\b"
         r"|\bdownload\w* (the|my)\b|\binternal (code|repo)\b",
-        ("my ", "our ", "cannot share", "download", "internal "),
+        ("my ", "our ", "share", "download", "internal "),
     ),
     _spec(
         "triton",
@@ -617,6 +662,13 @@ SIGNALS: tuple[SignalSpec, ...] = (
         title_only=True,
     ),
     _spec(
+        "disabled_test",
+        "A test disabled by the flaky-test bot",
+        r"^\s*DISABLED test\w*",
+        ("disabled test",),
+        title_only=True,
+    ),
+    _spec(
         "code_or_trace",
         "Shows code, a traceback or an error line",
         r"```|\bTraceback \(most recent call last\)|^\s*File \"|\w(?:Error|Exception): |<table\b",
@@ -625,19 +677,16 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "cpp_compile",
         "Inductor's C++ (CPU) code generation or its compiler fails",
-        r"\bCppCompileError\b|C\+\+ compile error|cpp_builder\.py|\bcpp_fused_\w+|codegen/cpp\w*\.py"
-        r"|\bVecISA\b|\bvec_isa\b|\.main\.cpp\b|\bMSVC\b|\bcl\.exe\b|\bInductor C\+\+ backend\b",
+        r"\bCppCompileError\b|C\+\+ compile error|\bcpp_fused_\w+|codegen/cpp\.py|\bVecISA\b|\bvec_isa\b"
+        r"|\.main\.cpp\b|\bInductor C\+\+ backend\b",
         (
             "cppcompileerror",
             "c++ compile error",
-            "cpp_builder",
             "cpp_fused_",
-            "codegen/cpp",
+            "codegen/cpp.py",
             "vecisa",
             "vec_isa",
             ".main.cpp",
-            "msvc",
-            "cl.exe",
             "inductor c++ backend",
         ),
     ),
@@ -716,19 +765,30 @@ SIGNALS: tuple[SignalSpec, ...] = (
     ),
     _spec(
         "dynamo_terms",
-        "Names Dynamo's own machinery: bytecode, skipfiles, variable trackers, recompile limits",
+        "Names Dynamo's own machinery or the Python it must trace: bytecode, variable trackers,"
+        " recompiles, side effects, dataclasses",
         r"\bbytecode\b|\bskipfiles\b|\btrace_rules\b|\bFailOnRecompileLimitHit\b|\bSourcelessBuilder\b"
-        r"|\bVariableTracker\b|\b[A-Z]\w+Variable\(|\bcompiled[ _]autograd\b",
+        r"|\bVariableTracker\b|\b[A-Z]\w*Variable\b|\bcompiled[ _]autograd\b"
+        r"|\brecompil(?:es|ing|ation|ations)\b|\bdoes not recompile\b|\[__(?:recompiles|guards)\]"
+        r"|\bside[ -]effects?\b|\bdataclass(?:es)?\b|\bmagic methods?\b"
+        r"|\bmutat\w+ (?:of )?(?:an? |the )?(?:attributes?|buffers?|globals?|class)"
+        r"|\b(?:global|class attribute|attribute)s? (?:is |are )?mutated\b",
         (
             "bytecode",
             "skipfiles",
             "trace_rules",
             "failonrecompilelimithit",
             "sourcelessbuilder",
-            "variabletracker",
-            "variable(",
+            "variable",
             "compiled autograd",
             "compiled_autograd",
+            "recompil",
+            "[__",
+            "side effect",
+            "side-effect",
+            "dataclass",
+            "magic method",
+            "mutat",
         ),
     ),
 )
@@ -894,7 +954,17 @@ def derive(found: dict[str, list[Evidence]]) -> None:
         found["repro_missing"] = []
     distributed = [
         ev
-        for name in ("fsdp", "ddp", "dtensor", "c10d", "elastic", "checkpoint", "pipelining", "rpc")
+        for name in (
+            "fsdp",
+            "ddp",
+            "dtensor",
+            "tensor_parallel",
+            "c10d",
+            "elastic",
+            "checkpoint",
+            "pipelining",
+            "rpc",
+        )
         for ev in found.get(name, [])
     ]
     if distributed:
@@ -909,10 +979,9 @@ def derive(found: dict[str, list[Evidence]]) -> None:
     )
     # "On CPU" in a compiled program's report points at the CPU backend unless the report is
     # about tracing (a graph break is the same on every device) or also names CUDA.
+    tracing = ("graph_break", "dynamic_terms", "dynamo_terms", "tag_dynamo")
     compiled_on_cpu = (
-        found.get("compile_used")
-        if "graph_break" not in found and "dynamic_terms" not in found
-        else None
+        found.get("compile_used") if not any(name in found for name in tracing) else None
     )
     cpu = (
         found.get("cpu_only")

@@ -201,3 +201,13 @@ def test_a_label_the_file_never_uses_is_not_scored_and_the_report_says_so(tmp_pa
     assert "module: dynamo" in report["unscored_labels"]
     assert report["labels"]["triaged"]["tp"] == 1
     assert "not scored (never used in the file): " in run(tmp_path, rows)
+
+
+def test_a_skipped_label_is_left_out_of_every_figure(tmp_path):
+    rows = [labelled(1, GRAPH_BREAK, ["oncall: pt2", "module: dynamic shapes"])]
+    report = json.loads(run(tmp_path, rows, "--json", "--skip-label", "triaged"))
+
+    assert "triaged" not in report["labels"]
+    # Only module: dynamo (wrong) and module: dynamic shapes (missed) are left.
+    assert report["micro"]["precision"] == 0.0
+    assert report["tiers"]["medium"]["precision"] + report["tiers"]["low"]["precision"] == 0.0

@@ -183,9 +183,16 @@ class Report:
         }
 
 
-def score(cases: Iterable[Case], rubric: Rubric, proposer: Proposer, proposer_name: str) -> Report:
+def score(
+    cases: Iterable[Case],
+    rubric: Rubric,
+    proposer: Proposer,
+    proposer_name: str,
+    skip: frozenset[str] = frozenset(),
+) -> Report:
+    """The proposer's answers against the truth; labels in `skip` are left out of every figure."""
     report = Report(queue=rubric.name, rubric_version=rubric.version, proposer=proposer_name)
-    vocabulary = rubric.vocabulary.allowed
+    vocabulary = rubric.vocabulary.allowed - skip
     rules = {rule.id: rule for rule in rubric.rules}
     report.unscored = set(vocabulary)
     for case in cases:

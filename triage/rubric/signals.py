@@ -274,8 +274,16 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "fsdp",
         "FSDP / fully_shard",
-        r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel",
-        ("fsdp", "fully_shard", "fullyshardeddataparallel"),
+        r"\bFSDP2?\b|\bfully_shard\b|FullyShardedDataParallel|\bflat_param\w*|\bFlatParameter\b"
+        r"|\bRESHARD_AFTER_FORWARD\b",
+        (
+            "fsdp",
+            "fully_shard",
+            "fullyshardeddataparallel",
+            "flat_param",
+            "flatparameter",
+            "reshard_after_forward",
+        ),
         negatable=True,
     ),
     _spec(
@@ -295,10 +303,13 @@ SIGNALS: tuple[SignalSpec, ...] = (
     _spec(
         "dtensor",
         "DTensor itself: placements, sharding strategies, redistribution",
-        r"\bDTensor\b|\bdistribute_tensor\b|\bShard\(\d\)|\bReplicate\(\)|\b_StridedShard\b"
+        r"\bDTensor\b|\bDistributed Tensor\b|\bOffsetBasedRNGTracker\b|\bdistribute_tensor\b"
+        r"|\bShard\(\d\)|\bReplicate\(\)|\b_StridedShard\b"
         r"|\bsharding (?:strategy|strategies|propagation|rule)\b|\bredistribute\(|\bfrom_local\(",
         (
             "dtensor",
+            "distributed tensor",
+            "offsetbasedrngtracker",
             "distribute_tensor",
             "shard(",
             "replicate()",
@@ -335,7 +346,9 @@ SIGNALS: tuple[SignalSpec, ...] = (
         r"\bProcessGroup\w*|\ball_reduce\b|\ball_gather\w*|\breduce_scatter\w*|\bbroadcast\("
         r"|\bNCCL\b|\bnccl\w*Error\b|\bNCCL_\w+|\bGloo\b|init_process_group|\bTCPStore\b|\bc10d\b"
         r"|\bDeviceMesh\b|init_device_mesh|\ball_to_all\w*|\bbatch_isend_irecv\b|\bnew_group\b"
-        r"|\bRendezvous\w*|\bdestroy_process_group\b|\bsymmetric memory\b|\bsymm_mem\b",
+        r"|\bRendezvous\w*|\bdestroy_process_group\b|\bsymmetric memory\b|\bsymm_mem\b"
+        r"|\bncclResult\w*|\bPostLocalSGD\w*|\bmodel averaging\b|test/distributed/"
+        r"|\(__main__\.\w*(?:Nccl|Gloo|C10d|Comm|Distributed)\w*\)",
         (
             "processgroup",
             "all_reduce",
@@ -356,6 +369,11 @@ SIGNALS: tuple[SignalSpec, ...] = (
             "destroy_process_group",
             "symmetric memory",
             "symm_mem",
+            "ncclresult",
+            "postlocalsgd",
+            "model averaging",
+            "test/distributed/",
+            "(__main__.",
         ),
     ),
     _spec(
@@ -368,14 +386,32 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "checkpoint",
         "Distributed checkpointing (DCP, state-dict utilities)",
         r"torch\.distributed\.checkpoint|\bDCP\b|\bdcp\.(save|load|async_save)"
-        r"|\b(get|set)_(model_|optimizer_)?state_dict\b|\basync_save\b",
-        ("torch.distributed.checkpoint", "dcp", "state_dict", "async_save"),
+        r"|\b(get|set)_(model_|optimizer_)?state_dict\b|\basync_save\b|\b(?:Save|Load)Planner\b"
+        r"|\bDistributed checkpoint\b|\[checkpoint\]|\bsave_state_dict\b|\bFileSystem(?:Writer|Reader)\b",
+        (
+            "torch.distributed.checkpoint",
+            "dcp",
+            "state_dict",
+            "async_save",
+            "planner",
+            "distributed checkpoint",
+            "[checkpoint]",
+            "filesystemwriter",
+            "filesystemreader",
+        ),
     ),
     _spec(
         "pipelining",
         "Pipeline parallelism",
-        r"torch\.distributed\.pipelining|\bpipeline parallel",
-        ("torch.distributed.pipelining", "pipeline parallel"),
+        r"torch\.distributed\.pipelining|\bpipeline parallel|\bpipelining\b"
+        r"|\bSchedule(?:GPipe|1F1B|Interleaved\w*|ZBV\w*|LoopedBFS)\b|\bPipelineStage\b",
+        (
+            "torch.distributed.pipelining",
+            "pipeline parallel",
+            "pipelining",
+            "schedule",
+            "pipelinestage",
+        ),
     ),
     _spec(
         "rpc",
@@ -751,7 +787,7 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "Names dynamic-shape machinery: mark_dynamic, unbacked symbols, SymInt, constraint violations",
         r"\bmark_dynamic\b|\bmark_unbacked\b|\bmaybe_mark_dynamic\b|\bConstraintViolationError\b"
         r"|\bdynamic[ _]shapes?\b|\bsize[- ]like\b|\bunbacked\b|\bSym(?:Int|Bool|Float|Node)\b"
-        r"|\bautomatic_dynamic\w*|\bguard_size_oblivious\b|\bspecializ\w+",
+        r"|\bautomatic_dynamic\w*|\b(?:guard_)?size_oblivious\b|\bspecializ\w+|\bsize mismatch at index\b",
         (
             "mark_",
             "constraintviolation",
@@ -761,6 +797,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
             "unbacked",
             "sym",
             "specializ",
+            "size_oblivious",
+            "size mismatch at index",
         ),
     ),
     _spec(

@@ -31,6 +31,14 @@ class Command(BaseCommand):
         parser.add_argument("--from-history", action="store_true")
         parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
         parser.add_argument(
+            "--skip-label",
+            action="append",
+            default=[],
+            metavar="LABEL",
+            help="leave this label out of the scores (repeatable), e.g. to see the rules without "
+            "a workflow label the history does not carry",
+        )
+        parser.add_argument(
             "--proposer",
             choices=[choice.value for choice in Queue.Proposer],
             default=Queue.Proposer.RULES,
@@ -66,8 +74,9 @@ class Command(BaseCommand):
                 return proposing.draft_for(queue, rubric, issue)
 
         splits = sorted({case.split for case in cases}, key=backtest.SPLIT_ORDER.index)
+        skip = frozenset(options["skip_label"])
         if splits == [""]:
-            report = backtest.score(cases, rubric, propose, proposer)
+            report = backtest.score(cases, rubric, propose, proposer, skip)
             if options["json"]:
                 self.stdout.write(json.dumps(report.as_dict()))
             else:
@@ -77,7 +86,7 @@ class Command(BaseCommand):
         # figures are never mixed with the issues the rules were tuned on.
         reports = {
             split: backtest.score(
-                [case for case in cases if case.split == split], rubric, propose, proposer
+                [case for case in cases if case.split == split], rubric, propose, proposer, skip
             )
             for split in splits
         }

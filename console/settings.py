@@ -172,6 +172,8 @@ GITHUB_TIMEOUT_SECONDS = env_float("GITHUB_TIMEOUT_SECONDS", 15.0)
 # PyGithub throttles writes to stay clear of GitHub's secondary rate limits.
 GITHUB_SECONDS_BETWEEN_WRITES = env_float("GITHUB_SECONDS_BETWEEN_WRITES", 1.0)
 GITHUB_DEFAULT_REPOSITORY = env_str("GITHUB_DEFAULT_REPOSITORY", "pytorch/pytorch")
+# Only https:// URLs on this host become links: an issue's html_url comes from outside.
+GITHUB_WEB_HOST = env_str("GITHUB_WEB_HOST", "github.com")
 # How far back the first sync of a queue looks; later syncs are incremental.
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)

@@ -472,3 +472,26 @@ def test_signals_found_on_real_issues(text, present, absent):
 def test_a_described_body_is_one_of_some_length():
     assert "described" in signals_of("It fails. " * 30)
     assert "described" not in signals_of("It fails.")
+
+
+def test_a_rule_may_close_only_where_the_vocabulary_says_so(rubric_copy):
+    rules = rubric_copy / "rules.toml"
+    text = rules.read_text()
+    rules.write_text(text + RULE.replace('id = "extra"', 'id = "extra"\nclose = true'))
+    with pytest.raises(loader.RubricError, match="does not set may_close"):
+        loader.load_from(rubric_copy)
+
+
+def test_may_close_is_parsed_strictly(rubric_copy):
+    vocabulary = rubric_copy / "vocabulary.toml"
+    vocabulary.write_text(vocabulary.read_text() + '\nmay_close = "false"\n')
+    with pytest.raises(loader.RubricError, match="may_close must be true or false"):
+        loader.load_from(rubric_copy)
+
+
+def test_the_guard_drops_a_close_the_queue_may_not_make():
+    rubric = loader.load("pt2")
+    guarded = guard(rubric, draft(close=True), ["oncall: pt2"])
+    assert guarded.close is False
+    assert any(d.action == "close" for d in guarded.dropped)
+    assert guard(loader.load("triage"), draft(close=True), []).close is True

@@ -377,3 +377,29 @@ def test_the_inbox_title_is_plain_text(client, oncall):
     html = client.get(reverse("inbox", args=["pt2"])).content.decode()
     title = html[html.index("<title>") : html.index("</title>")]
     assert title == "<title>PT2 · Triage Console"
+
+
+def test_label_lists_in_the_decisions_csv_cannot_smuggle_formulas(client, oncall, proposal):
+    # A label is named by whoever can create labels on GitHub: the first one starts the cell.
+    proposal.decide(
+        kind="accept",
+        user=oncall,
+        add_labels=['=HYPERLINK("https://evil.example")', "module: dynamo"],
+        remove_labels=["-1+2"],
+        comment_body="",
+        close=False,
+        note="",
+    )
+    client.force_login(oncall)
+    text = b"".join(client.get("/decisions.csv").streaming_content).decode()
+    (row,) = csv.DictReader(io.StringIO(text))
+    assert row["approved_add"] == '\'=HYPERLINK("https://evil.example"); module: dynamo'
+    assert row["approved_remove"] == "'-1+2"
+
+
+def test_a_queue_that_may_not_close_refuses_a_closing_decision(client, oncall, proposal):
+    client.force_login(oncall)
+    response = decide(client, proposal, kind="edit", add=["module: dynamo"], close="on")
+    assert response.status_code == 422
+    assert "does not close issues" in response.content.decode()
+    assert not proposal.decisions.exists()

@@ -283,3 +283,27 @@ def test_rejection_writes_nothing(standin):
     assert decision is not None
     assert not Write.objects.filter(decision=decision).exists()
     assert standin.writes() == []
+
+
+def test_a_marker_in_someone_elses_comment_does_not_stop_the_consoles_comment(standin):
+    number, write = decided(standin, comment_body="Could you share a reproducer?")
+    # Anyone may comment; a comment carrying the console's marker is not the console's post.
+    standin.add_comment(REPO, number, f"nothing to see {write.decision.comment_marker}")
+    write.claim()
+    writeback.apply(write)
+
+    comments = standin.comments(REPO, number)
+    assert [c["user"]["login"] for c in comments] == ["octocat", standin.bot_login]
+    write.refresh_from_db()
+    assert write.sent["comment_id"] == comments[1]["id"]
+
+
+def test_the_marker_cannot_be_written_ahead_of_time(settings):
+    from triage.models import comment_marker
+
+    # Ids are sequential; the marker is keyed with the secret key, so knowing the next id is
+    # not enough to write its marker.
+    mine = comment_marker("decision", 41)
+    assert mine != comment_marker("decision", 42) != comment_marker("outcome", 41)
+    settings.SECRET_KEY = "another deployment's key"
+    assert comment_marker("decision", 41) != mine

@@ -582,7 +582,9 @@ def as_markdown(meeting: Meeting) -> str:
 
 def _entry_markdown(one: Entry) -> list[str]:
     item, issue = one.item, one.item.issue
-    link = f"[#{issue.number}]({issue.html_url})" if issue.html_url else f"#{issue.number}"
+    # A URL may hold ")" or spaces that would end the Markdown link early.
+    target = issue.link.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+    link = f"[#{issue.number}]({target})" if target else f"#{issue.number}"
     lines = [f"- {link} {_md(issue.title)}"]
     # An escalation's reason names who escalated it and quotes the note.
     lines.append(f"  - Why: {'; '.join(_md(reason) for reason in item.reasons)}")

@@ -79,11 +79,14 @@ def parse_decision(data: QueryDict, proposal: Proposal) -> dict[str, Any]:
     both = set(add) & set(remove)
     if both:
         raise DecisionError(f"{sorted(both)[0]!r} cannot be both added and removed.")
+    close = data.get("close") == "on"
+    if close and not vocabulary.may_close:
+        raise DecisionError(f"The {proposal.queue.name} queue does not close issues.")
     return {
         "kind": kind,
         "add_labels": [label for label in add if label not in current],
         "remove_labels": remove,
         "comment_body": data.get("comment", "").strip(),
-        "close": data.get("close") == "on",
+        "close": close,
         "note": note,
     }

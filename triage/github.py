@@ -200,10 +200,24 @@ def remove_label(issue: GithubIssue, label: str, attempt: int = 1) -> None:
             raise
 
 
+def own_login(attempt: int = 1) -> str:
+    """The login of the account the console writes as."""
+    key = (settings.GITHUB_API_URL, settings.GITHUB_TOKEN)
+    if key not in _own_logins:
+        with translated_errors(attempt):
+            _own_logins[key] = client().get_user().login
+    return _own_logins[key]
+
+
+_own_logins: dict[tuple[str, str], str] = {}
+
+
 def find_comment(issue: GithubIssue, marker: str, attempt: int = 1) -> int | None:
+    """The console's own earlier comment carrying `marker`; anyone else's does not count."""
+    me = own_login(attempt)
     with translated_errors(attempt):
         for comment in issue.get_comments():
-            if marker in (comment.body or ""):
+            if marker in (comment.body or "") and comment.user and comment.user.login == me:
                 return int(comment.id)
     return None
 

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import models, transaction
@@ -104,6 +106,28 @@ class Queue(models.Model):
         return claimed == 1
 
 
+def comment_marker(kind: str, pk: int) -> str:
+    """Hidden in a posted comment so that a retried write finds its own earlier post.
+
+    Keyed with SECRET_KEY: ids are sequential, and a marker anyone could write ahead of time
+    in a comment of their own would make the console believe it had already posted.
+    """
+    digest = hmac.new(
+        settings.SECRET_KEY.encode(), f"{kind}:{pk}".encode(), hashlib.sha256
+    ).hexdigest()
+    return f"<!-- triage-console:{digest[:32]} -->"
+
+
+def safe_github_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    if parts.scheme != "https" or parts.hostname != settings.GITHUB_WEB_HOST or parts.port:
+        return ""
+    return url
+
+
 class Issue(models.Model):
     repository = models.CharField(max_length=200)
     number = models.PositiveIntegerField()
@@ -126,6 +150,12 @@ class Issue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository}#{self.number}"
+
+    @property
+    def link(self) -> str:
+        """The issue's page on GitHub, or "" when its URL is anything but https:// on GitHub's
+        host: a `javascript:` URL must never become a link in the console's origin."""
+        return safe_github_url(self.html_url)
 
     @property
     def content_hash(self) -> str:
@@ -363,8 +393,7 @@ class Decision(models.Model):
 
     @property
     def comment_marker(self) -> str:
-        # Hidden in the posted comment so that a retried write finds its own earlier post.
-        return f"<!-- triage-console:decision:{self.pk} -->"
+        return comment_marker("decision", self.pk)
 
     def diff(self) -> dict[str, list[str]]:
         """How the approved change differs from what was proposed."""
@@ -456,7 +485,7 @@ class Write(models.Model):
             comment=outcome.comment_body,
             close=False,
             baseline=list(outcome.labels_seen),
-            marker=f"<!-- triage-console:outcome:{outcome.pk} -->",
+            marker=comment_marker("outcome", outcome.pk),
         )
 
     @property

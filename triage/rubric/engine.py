@@ -238,6 +238,10 @@ def guard(rubric: Rubric, draft: Draft, current_labels: tuple[str, ...] | list[s
                 remove.append(label)
             continue
         dropped.append(Dropped(label, "remove", reason))
+    close = draft.close
+    if close and not vocabulary.may_close:
+        dropped.append(Dropped("close", "close", "this queue's rubric does not close issues"))
+        close = False
     template, comment = draft.template, draft.comment
     if template and template not in rubric.templates:
         dropped.append(Dropped(template, "template", "not a template of this rubric"))
@@ -248,5 +252,6 @@ def guard(rubric: Rubric, draft: Draft, current_labels: tuple[str, ...] | list[s
         remove=tuple(remove),
         template=template,
         comment=comment,
+        close=close,
         dropped=tuple(dropped),
     )

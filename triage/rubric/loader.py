@@ -90,6 +90,8 @@ class Vocabulary:
     forbidden: frozenset[str]
     protected: frozenset[str]
     exclusive: tuple[tuple[str, ...], ...]
+    # Whether a proposal or a decision in this queue may close the issue.
+    may_close: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,12 @@ def load_from(directory: Path) -> Rubric:
             _strings(group, vocab_path, vocab_text, "exclusive", "exclusive")
             for group in vocab_data.get("exclusive", [])
         ),
+        may_close=vocab_data.get("may_close", False),
     )
+    if not isinstance(vocabulary.may_close, bool):
+        raise RubricError(
+            vocab_path, _line_of(vocab_text, "may_close"), "may_close must be true or false"
+        )
     for label in sorted(
         vocabulary.allowed
         | vocabulary.forbidden
@@ -273,6 +280,14 @@ def load_from(directory: Path) -> Rubric:
             raise RubricError(
                 rules_path, line, f"rule {rule_id!r}: unknown key {sorted(unknown_keys)[0]!r}"
             )
+        if not isinstance(entry.get("close", False), bool):
+            raise RubricError(rules_path, line, f"rule {rule_id!r}: close must be true or false")
+        if entry.get("close", False) and not vocabulary.may_close:
+            raise RubricError(
+                rules_path,
+                line,
+                f"rule {rule_id!r} closes the issue, but the vocabulary does not set may_close",
+            )
         rule = Rule(
             id=rule_id,
             when=_strings(entry.get("when", []), rules_path, rules_text, where, "when"),
@@ -281,7 +296,7 @@ def load_from(directory: Path) -> Rubric:
             add=_strings(entry.get("add", []), rules_path, rules_text, where, "add"),
             remove=_strings(entry.get("remove", []), rules_path, rules_text, where, "remove"),
             template=str(entry.get("template", "")),
-            close=bool(entry.get("close", False)),
+            close=entry.get("close", False),
             confidence=float(entry.get("confidence", 0.5)),
             sections=_strings(entry.get("sections", []), rules_path, rules_text, where, "sections"),
             rationale=str(entry.get("rationale", "")).strip(),

@@ -455,6 +455,18 @@ class GitHubStandIn:
             rendered = [self._render_comment(self._url, target, found, c) for c in found.comments]
             return copy.deepcopy(rendered)
 
+    def add_comment(self, repo: str, number: int, body: str, user: str = HUMAN_LOGIN) -> None:
+        """Someone other than the console comments on github.com."""
+        with self._lock:
+            target = self._repo_for_read(repo)
+            found = self._issue_for_read(target, number)
+            now = _later(found.updated_at)
+            found.comments.append(
+                self._seed_comment({"body": body, "user": user, "created_at": now.isoformat()}, now)
+            )
+            found.comment_count = len(found.comments)
+            found.updated_at = now
+
     def set_labels(self, repo: str, number: int, labels: list[str]) -> None:
         self.edit_issue(repo, number, labels=labels)
 

@@ -23,7 +23,7 @@ from triage.decisions import DecisionError, parse_decision
 from triage.models import Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
-from triage.spreadsheets import safe_cell
+from triage.spreadsheets import csv_cell
 from triage.tasks import apply_write, sync_queue
 from triage.views import HtmxHttpRequest, can_decide
 
@@ -388,16 +388,7 @@ def export_decisions(request: HtmxHttpRequest, fmt: str) -> HttpResponse | Strea
         def rows() -> Iterator[str]:
             yield writer.writerow(EXPORT_FIELDS)
             for row in _export_rows():
-                yield writer.writerow(
-                    [
-                        "; ".join(value)
-                        if isinstance(value, list)
-                        else json.dumps(value)
-                        if isinstance(value, dict)
-                        else safe_cell(value)
-                        for value in (row[field] for field in EXPORT_FIELDS)
-                    ]
-                )
+                yield writer.writerow([csv_cell(row[field]) for field in EXPORT_FIELDS])
 
         response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
     else:

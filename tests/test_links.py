@@ -1,0 +1,86 @@
+"""An issue's URL comes from outside: only https:// on GitHub's host becomes a link."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import make_issue, make_proposal
+from triage.models import safe_github_url
+
+HOSTILE = [
+    "javascript:alert(document.cookie)",
+    "JAVASCRIPT:alert(1)",
+    "data:text/html,<script>alert(1)</script>",
+    "http://github.com/pytorch/pytorch/issues/1",
+    "https://github.com.evil.example/pytorch/pytorch/issues/1",
+    "https://evil.example/github.com/issues/1",
+    "https://github.com:8443/pytorch/pytorch/issues/1",
+    "//github.com/pytorch/pytorch/issues/1",
+    "https://[::1/",
+]
+
+
+@pytest.mark.parametrize("url", HOSTILE)
+def test_anything_but_https_on_the_github_host_is_no_link(url):
+    assert safe_github_url(url) == ""
+
+
+def test_an_https_url_on_the_github_host_is_a_link():
+    url = "https://github.com/pytorch/pytorch/issues/1"
+    assert safe_github_url(url) == url
+
+
+def test_the_host_is_configurable_for_github_enterprise(settings):
+    settings.GITHUB_WEB_HOST = "github.example.com"
+    assert safe_github_url("https://github.example.com/a/b/issues/1")
+    assert not safe_github_url("https://github.com/a/b/issues/1")
+
+
+@pytest.mark.django_db
+def test_no_page_links_a_hostile_url(client, oncall):
+    proposal = make_proposal(number=7001)
+    issue = proposal.issue
+    issue.html_url = "javascript:alert(1)"
+    issue.save(update_fields=["html_url"])
+    client.force_login(oncall)
+    for url in (
+        reverse("proposal", args=[proposal.pk]),
+        reverse("history", args=[issue.pk]),
+    ):
+        body = client.get(url).content.decode()
+        assert "javascript:" not in body, url
+        assert f"#{issue.number}" in body
+
+
+@pytest.mark.django_db
+def test_the_markdown_export_cannot_be_broken_out_of():
+    from django.utils import timezone
+
+    from triage import agenda
+
+    issue = make_issue(number=7002, labels=["oncall: pt2", "triage review"])
+    issue.html_url = "https://github.com/x/y/issues/1)[click](javascript:alert(1)"
+    issue.save(update_fields=["html_url"])
+    meeting = agenda.open_meeting(timezone.localdate())
+    agenda.build(meeting)
+
+    text = agenda.as_markdown(meeting)
+    assert "[#7002](https://github.com/x/y/issues/1%29[click]%28javascript:alert%281%29)" in text
+    assert "](javascript:" not in text
+
+
+@pytest.mark.django_db
+def test_the_markdown_export_names_an_unlinkable_issue_without_a_link():
+    from django.utils import timezone
+
+    from triage import agenda
+
+    issue = make_issue(number=7003, labels=["oncall: pt2", "triage review"])
+    issue.html_url = "javascript:alert(1)"
+    issue.save(update_fields=["html_url"])
+    meeting = agenda.open_meeting(timezone.localdate())
+    agenda.build(meeting)
+
+    text = agenda.as_markdown(meeting)
+    assert "- #7003 " in text and "javascript" not in text

@@ -163,6 +163,7 @@ CELERY_BEAT_SCHEDULE = {
         "task": "triage.tasks.collect_batches",
         "schedule": env_float("TRIAGE_BATCH_POLL_SECONDS", 60.0),
     },
+    "resend-stale-writes": {"task": "triage.tasks.resend_stale_writes", "schedule": 60.0},
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.

@@ -90,3 +90,45 @@ def page(browser: Browser, live_server: Any) -> Iterator[Page]:
     yield tab
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+class BrokerDown:
+    """Celery publishing to a Redis that is not there (nothing listens on port 9)."""
+
+    KEYS = (
+        "task_always_eager",
+        "broker_url",
+        "broker_connection_timeout",
+        "broker_connection_retry",
+        "task_publish_retry",
+    )
+
+    def __init__(self) -> None:
+        self.saved = {key: celery_app.conf[key] for key in self.KEYS}
+        celery_app.conf.update(
+            task_always_eager=False,
+            broker_url="redis://127.0.0.1:9/0",
+            broker_connection_timeout=1,
+            broker_connection_retry=False,
+            task_publish_retry=False,
+        )
+        self._drop_connections()
+
+    def restore(self) -> None:
+        celery_app.conf.update(self.saved)
+        self._drop_connections()
+
+    @staticmethod
+    def _drop_connections() -> None:
+        # As Celery does after a fork: the next publish connects to the broker now configured.
+        celery_app._pool = None  # type: ignore[attr-defined]
+        amqp = celery_app.__dict__.get("amqp")
+        if amqp is not None:
+            amqp._producer_pool = None
+
+
+@pytest.fixture
+def broker_down() -> Iterator[BrokerDown]:
+    down = BrokerDown()
+    yield down
+    down.restore()

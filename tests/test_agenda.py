@@ -9,8 +9,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import REPO, make_issue, make_proposal, raw_issue
-from triage import agenda, ingest
+from triage import agenda, ingest, outbox
 from triage.models import AgendaItem, Decision, Issue, Meeting, Proposal, Write
+from triage.tasks import send_write_on_commit
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,8 @@ LAST_WEEK = TODAY - timedelta(days=7)
 
 
 def escalate(proposal: Proposal, user, note: str = "Hits a popular HF model") -> Decision:
-    decision = proposal.decide(
+    decision = outbox.decide(
+        proposal,
         kind="escalate",
         user=user,
         add_labels=list(proposal.add_labels),
@@ -53,6 +55,8 @@ def decide_item(item: AgendaItem, user, outcome: str = "not a priority", **field
     values = {"owner": "", "add_labels": [], "remove_labels": [], "note": ""} | fields
     made = agenda.record(item, user, outcome, **values)
     assert made is not None
+    # As the view does: the write is sent once the outcome is committed.
+    send_write_on_commit(made.write.pk)
     return made
 
 

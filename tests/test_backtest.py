@@ -6,6 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tests.factories import make_proposal, make_user, raw_issue
+from triage import outbox
 from triage.backtest import closure
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +93,8 @@ def test_from_history_scores_the_rubric_against_console_decisions(capsys):
     oncall = make_user("oncall", oncall=True)
     kept = make_proposal(number=10, body=GRAPH_BREAK)
     changed = make_proposal(number=11, body=GRAPH_BREAK)
-    kept.decide(
+    outbox.decide(
+        kept,
         kind="accept",
         user=oncall,
         add_labels=list(kept.add_labels),
@@ -101,7 +103,8 @@ def test_from_history_scores_the_rubric_against_console_decisions(capsys):
         close=False,
         note="",
     )
-    changed.decide(
+    outbox.decide(
+        changed,
         kind="edit",
         user=oncall,
         add_labels=["module: dynamic shapes"],

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import make_proposal
-from triage import charts, reports
+from triage import charts, outbox, reports
 from triage.models import Decision, Proposal, Queue, Write
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,8 @@ WEEK_46 = datetime(2026, 11, 10, 10, 0, tzinfo=UTC)
 
 def decide(proposal, user, kind, at, *, add=None, remove=None, comment=None, note=""):
     rejected = kind == "reject"
-    decision = proposal.decide(
+    decision = outbox.decide(
+        proposal,
         kind=kind,
         user=user,
         add_labels=add if add is not None else [] if rejected else list(proposal.add_labels),
@@ -48,6 +49,7 @@ def decide(proposal, user, kind, at, *, add=None, remove=None, comment=None, not
         close=False,
         note=note,
     )
+    assert decision is not None
     Decision.objects.filter(pk=decision.pk).update(decided_at=at)
     decision.refresh_from_db()
     return decision

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import make_proposal, make_user, queue
-from triage import rotation
+from triage import outbox, rotation
 from triage.models import Decision, Issue, RotationWeek
 
 pytestmark = pytest.mark.django_db
@@ -144,7 +144,8 @@ def test_week_stats_count_kinds_and_the_median_wait():
     for number, kind, waited in [(1, "accept", 2), (2, "edit", 4), (3, "reject", 9)]:
         proposal = make_proposal(number=number)
         Issue.objects.filter(pk=proposal.issue_id).update(created_at=now - timedelta(hours=waited))
-        decision = proposal.decide(
+        decision = outbox.decide(
+            proposal,
             kind=kind,
             user=alice,
             add_labels=[],

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import REPO, make_user, raw_issue
+from triage import outbox
 from triage.models import Issue, Proposal, Queue
 from triage.tasks import sync_queue
 
@@ -83,7 +84,8 @@ def test_a_decided_issue_is_not_reproposed_when_edited(standin, django_capture_o
     sync("pt2", django_capture_on_commit_callbacks)
     proposal = Proposal.objects.get()
     with django_capture_on_commit_callbacks(execute=True):
-        proposal.decide(
+        outbox.decide(
+            proposal,
             kind="reject",
             user=make_user("o", oncall=True),
             add_labels=[],
@@ -108,7 +110,8 @@ def test_a_new_rubric_version_reproposes_pending_but_not_decided(
     standin.add_issue(REPO, raw_issue(2, created=recent(50)))
     sync("pt2", django_capture_on_commit_callbacks)
     first, second = Proposal.objects.order_by("issue__number")
-    first.decide(
+    outbox.decide(
+        first,
         kind="reject",
         user=make_user("o", oncall=True),
         add_labels=[],

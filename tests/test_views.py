@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from tests.factories import make_proposal, make_user
+from triage import outbox
 from triage.models import Decision, Proposal, Write
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +23,8 @@ def proposal():
 
 @pytest.fixture
 def decided_write(proposal, oncall):
-    decision = proposal.decide(
+    decision = outbox.decide(
+        proposal,
         kind="accept",
         user=oncall,
         add_labels=["module: dynamo"],
@@ -31,6 +33,7 @@ def decided_write(proposal, oncall):
         close=False,
         note="",
     )
+    assert decision is not None
     Write.objects.filter(decision=decision).update(
         state=Write.State.FAILED, last_error="GitHub refused (404)"
     )
@@ -381,7 +384,8 @@ def test_the_inbox_title_is_plain_text(client, oncall):
 
 def test_label_lists_in_the_decisions_csv_cannot_smuggle_formulas(client, oncall, proposal):
     # A label is named by whoever can create labels on GitHub: the first one starts the cell.
-    proposal.decide(
+    outbox.decide(
+        proposal,
         kind="accept",
         user=oncall,
         add_labels=['=HYPERLINK("https://evil.example")', "module: dynamo"],

@@ -274,7 +274,7 @@ def test_sync_propose_accept_and_write_back_through_a_real_worker(
     assert sorted(on_github) == sorted(added)
     assert PT2 not in on_github
     marker = decision.comment_marker
-    assert marker.startswith("<!-- triage-console:") and str(decision.pk) not in marker
+    assert marker.startswith("<!-- triage-console:") and "decision:" not in marker
     posted = [c for c in standin.comments(REPO, number) if marker in c["body"]]
     assert len(posted) == 1, posted
     assert posted[0]["body"] == f"{chosen.comment_body.rstrip()}\n\n{marker}"

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
+from triage import outbox
 from triage.models import (
     ESCALATION_LABEL,
     AgendaItem,
@@ -472,8 +473,6 @@ def record(
     Raises AgendaError for an invalid outcome; returns None if the item is no longer open (a
     double submit, or it rolled over to a later meeting).
     """
-    from triage.tasks import apply_write
-
     if outcome not in AgendaItem.Outcome.values:
         raise AgendaError("Choose an outcome.")
     kind = AgendaItem.Outcome(outcome)
@@ -520,34 +519,16 @@ def record(
         if not claimed:
             return None
         item.refresh_from_db()
-        write = Write.objects.filter(outcome=item).first()
-        if write is None:
-            write = Write.objects.create(outcome=item)
-        else:
-            # Only a conflict puts a decided item back to open: the write it left wrote nothing,
-            # and the outbox allows one write per item, so it carries the new outcome.
-            Write.objects.filter(pk=write.pk).update(
-                state=Write.State.QUEUED,
-                attempts=0,
-                claimed_at=None,
-                last_error="",
-                sent={},
-                applied_at=None,
-                created_at=timezone.now(),
-            )
-        apply_write.delay_on_commit(write.pk)
+        outbox.for_outcome(item)
     return item
 
 
-def retry(item: AgendaItem) -> bool:
-    """Queue a failed outcome write again (its Retry button)."""
-    from triage.tasks import apply_write
-
+def retry(item: AgendaItem) -> Write | None:
+    """Queue a failed outcome write again (its Retry button); the caller sends it."""
     write = Write.objects.filter(outcome=item).first()
-    if write is None or not write.requeue():
-        return False
-    apply_write.delay_on_commit(write.pk)
-    return True
+    if write is None or not outbox.requeue(write):
+        return None
+    return write
 
 
 # ----------------------------------------------------------------------------- the notes

@@ -302,14 +302,12 @@ class Proposal(models.Model):
         close: bool,
         note: str,
     ) -> Decision | None:
-        """Record a human decision and, unless it is a rejection, its pending GitHub write.
+        """Record a human decision. Returns None when the proposal was no longer pending (a
+        double submit, or a newer proposal replaced it).
 
-        Both are committed together (the outbox), and the write task is enqueued only once the
-        transaction commits. Returns None when the proposal was no longer pending (a double
-        submit, or a newer proposal replaced it).
+        Its GitHub write is the outbox's (`triage.outbox.for_decision`), made in the caller's
+        transaction.
         """
-        from triage.tasks import apply_write
-
         if kind == Decision.Kind.ESCALATE and ESCALATION_LABEL not in add_labels:
             add_labels = [*add_labels, ESCALATION_LABEL]
         with transaction.atomic():
@@ -329,9 +327,6 @@ class Proposal(models.Model):
                 close=close,
                 note=note,
             )
-            if kind != Decision.Kind.REJECT:
-                write = Write.objects.create(decision=decision)
-                apply_write.delay_on_commit(write.pk)
         return decision
 
 
@@ -445,6 +440,10 @@ class Write(models.Model):
     state = models.CharField(max_length=10, choices=State, default=State.QUEUED)
     attempts = models.PositiveIntegerField(default=0)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # Who holds the claim: a worker may settle the write only while the token is still its own.
+    claim_token = models.UUIDField(null=True, blank=True)
+    # A queued write is due from then on; beat re-sends one whose message seems lost.
+    due_at = models.DateTimeField(default=timezone.now)
     last_error = models.TextField(blank=True)
     # {"added": [...], "removed": [...], "comment_id": int | None, "closed": bool}
     sent = models.JSONField(default=dict)
@@ -491,28 +490,6 @@ class Write(models.Model):
     @property
     def is_settled(self) -> bool:
         return self.state in (Write.State.APPLIED, Write.State.FAILED, Write.State.CONFLICT)
-
-    def claim(self) -> bool:
-        """Take this write for one attempt; False if it is settled or another worker holds it."""
-        now = timezone.now()
-        claimed = (
-            Write.objects.filter(pk=self.pk)
-            .filter(
-                Q(state=Write.State.QUEUED)
-                | Q(state=Write.State.RUNNING, claimed_at__lt=now - CLAIM_LEASE)
-            )
-            .update(state=Write.State.RUNNING, claimed_at=now, attempts=models.F("attempts") + 1)
-        )
-        if claimed:
-            self.refresh_from_db()
-        return claimed == 1
-
-    def requeue(self) -> bool:
-        """Put a failed write back in the queue (the retry button)."""
-        requeued = Write.objects.filter(pk=self.pk, state=Write.State.FAILED).update(
-            state=Write.State.QUEUED, last_error=""
-        )
-        return requeued == 1
 
 
 class RotationWeek(models.Model):

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from celery import shared_task
 from celery.contrib.django.task import DjangoTask
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import KombuError
 
-from triage import batching, claude, proposing, sync, writeback
+from triage import batching, claude, outbox, proposing, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
-from triage.models import Issue, ModelBatch, Proposal, Queue, Write
+from triage.models import Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
 
 log = logging.getLogger(__name__)
@@ -89,22 +92,36 @@ def collect_batches() -> None:
 
 @shared_task(base=DjangoTask, bind=True, max_retries=None)
 def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
-    write = (
-        Write.objects.filter(pk=write_id)
-        .select_related("decision__proposal__issue", "outcome__issue")
-        .first()
-    )
-    if write is None or not write.claim():
+    write = outbox.claim(write_id)
+    if write is None:
         return
     try:
-        writeback.apply(write)
+        outbox.apply(write)
     except RetryableGitHubError as exc:
         if write.attempts >= settings.TRIAGE_WRITE_MAX_ATTEMPTS:
-            writeback.fail(write, f"Gave up after {write.attempts} attempts: {exc}")
+            outbox.give_up(write, f"Gave up after {write.attempts} attempts: {exc}")
             return
-        Write.objects.filter(pk=write.pk, state=Write.State.RUNNING).update(
-            state=Write.State.QUEUED, last_error=f"{exc} (retrying in {exc.retry_after:.0f} s)"
-        )
-        raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+        if outbox.postpone(write, str(exc), exc.retry_after):
+            raise self.retry(countdown=exc.retry_after, exc=exc) from exc
     except PermanentGitHubError as exc:
-        writeback.fail(write, str(exc))
+        outbox.give_up(write, str(exc))
+
+
+@shared_task(base=DjangoTask)
+def resend_stale_writes() -> None:
+    """Beat: the table is the queue. A write whose message was lost is sent again."""
+    for write_id in outbox.due_for_resend():
+        send_write(write_id)
+
+
+def send_write(write_id: int) -> None:
+    """Send a write's task now. A broker outage leaves the row queued: beat sends it later."""
+    try:
+        apply_write.delay(write_id)
+    except KombuError as exc:
+        log.warning("write %s not sent (%s); resend_stale_writes will send it", write_id, exc)
+
+
+def send_write_on_commit(write_id: int) -> None:
+    """Send once the approval that made the write is committed; never fails the request."""
+    transaction.on_commit(functools.partial(send_write, write_id))

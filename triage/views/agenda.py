@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from triage import agenda
 from triage.models import AgendaItem, Meeting
 from triage.rubric.loader import known_labels
+from triage.tasks import send_write_on_commit
 from triage.views import HtmxHttpRequest, can_decide
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -183,7 +184,9 @@ def outcome(request: HtmxHttpRequest, day: str, pk: int) -> HttpResponse:
     status = 200
     error = ""
     if request.POST.get("action") == "retry":
-        agenda.retry(item)
+        retried = agenda.retry(item)
+        if retried is not None:
+            send_write_on_commit(retried.pk)
     else:
         try:
             made = agenda.record(
@@ -200,6 +203,8 @@ def outcome(request: HtmxHttpRequest, day: str, pk: int) -> HttpResponse:
         else:
             if made is None:
                 error, status = "This item was already decided or rolled over.", 409
+            else:
+                send_write_on_commit(made.write.pk)
     if status == 200 and not _wants_partial(request):
         return redirect(f"{_meeting_url(item.meeting)}#item-{item.pk}")
     # Re-read: the write may already have been applied (tasks in-process) since it was queued.

@@ -18,13 +18,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from triage import rotation
+from triage import outbox, rotation
 from triage.decisions import DecisionError, parse_decision
 from triage.models import Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.spreadsheets import csv_cell
-from triage.tasks import apply_write, sync_queue
+from triage.tasks import send_write_on_commit, sync_queue
 from triage.views import HtmxHttpRequest, can_decide
 
 if TYPE_CHECKING:
@@ -232,10 +232,12 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     except DecisionError as exc:
         return _refused(request, proposal, order, str(exc), status=422)
     _, following, _ = _neighbours(proposal, order)
-    made = proposal.decide(user=request.user, **fields)
+    made = outbox.decide(proposal, user=request.user, **fields)
     if made is None:
         reason = "This proposal was already decided or replaced by a newer one."
         return _refused(request, proposal, order, reason, status=409)
+    if made.kind != Decision.Kind.REJECT:
+        send_write_on_commit(made.write.pk)
     # Re-read: the write may already have been applied (tasks in-process) since it was created.
     decision = Decision.objects.select_related("write", "proposal__issue").get(pk=made.pk)
     if following is None:
@@ -281,8 +283,8 @@ def write_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     write = _get_write_to_retry(request, pk)
-    if write.requeue():
-        apply_write.delay_on_commit(write.pk)
+    if outbox.requeue(write):
+        send_write_on_commit(write.pk)
     decision = Decision.objects.select_related("write", "proposal__issue").get(write__pk=pk)
     if request.htmx:
         return render(request, "triage/issue.html#decision-card", {"decision": decision})

@@ -1,15 +1,17 @@
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from tests.factories import REPO, make_user, raw_issue
-from triage import writeback
+from triage import outbox
 from triage.github import PermanentGitHubError, RetryableGitHubError
-from triage.models import Decision, Proposal, Write
+from triage.models import CLAIM_LEASE, Decision, Proposal, Write
 from triage.proposing import propose
-from triage.tasks import apply_write
+from triage.tasks import apply_write, resend_stale_writes
 
 pytestmark = pytest.mark.django_db
 
@@ -40,21 +42,28 @@ def decided(standin, *, kind="accept", body=CRASH_BODY, labels=("oncall: pt2",),
         "note": "",
     } | decision
     user = make_user(f"oncall-{raw['number']}", oncall=True)
-    made = proposal.decide(kind=kind, user=user, **fields)
+    made = outbox.decide(proposal, kind=kind, user=user, **fields)
     assert made is not None
     return raw["number"], made.write
 
 
+def claimed(write: Write) -> Write:
+    taken = outbox.claim(write.pk)
+    assert taken is not None, "the write could not be claimed"
+    return taken
+
+
 def test_accepted_labels_and_comment_are_applied_once(standin):
     number, write = decided(standin, comment_body="Could you share a reproducer?")
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
 
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert "triage review" in standin.label_names(REPO, number)
     comments = standin.comments(REPO, number)
     assert len(comments) == 1
+    assert write.decision is not None
     assert write.decision.comment_marker in comments[0]["body"]
     assert write.sent["added"] == ["triage review"]
     assert write.sent["comment_id"] == comments[0]["id"]
@@ -68,15 +77,15 @@ def test_retry_after_lost_answer_posts_no_second_comment(standin):
     number, write = decided(standin, comment_body="Please share a reproducer.")
     # The comment reaches GitHub but the label call after it fails: the task will run again.
     standin.inject("POST", r"/labels$", 502)
-    write.claim()
+    write = claimed(write)
     with pytest.raises(RetryableGitHubError):
-        writeback.apply(write)
+        outbox.apply(write)
     assert len(standin.comments(REPO, number)) == 1
 
     Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
     write.refresh_from_db()
-    assert write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
 
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
@@ -91,14 +100,15 @@ def test_human_drift_on_a_touched_label_is_a_conflict_and_writes_nothing(
     # Meanwhile a human labels the issue on GitHub with the very label the decision adds.
     standin.set_labels(REPO, number, ["oncall: pt2", "triage review", "high priority"])
     standin.reset_log()
-    write.claim()
+    write = claimed(write)
     with django_capture_on_commit_callbacks(execute=True):
-        writeback.apply(write)
+        outbox.apply(write)
 
     write.refresh_from_db()
     assert write.state == Write.State.CONFLICT
     assert "triage review" in write.last_error
     assert standin.writes() == []
+    assert write.decision is not None
     proposal = write.decision.proposal
     proposal.refresh_from_db()
     assert proposal.status != Proposal.Status.DECIDED
@@ -121,27 +131,28 @@ def test_a_retry_after_a_partial_write_is_not_a_conflict_with_itself(standin):
     )
     # The labels are added, then removing one fails: the task will run the write again.
     standin.inject("DELETE", r"/labels/", 502)
-    write.claim()
+    write = claimed(write)
     with pytest.raises(RetryableGitHubError):
-        writeback.apply(write)
+        outbox.apply(write)
     assert "module: inductor" in standin.label_names(REPO, number)
 
     Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
     write.refresh_from_db()
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
 
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert set(standin.label_names(REPO, number)) == {"oncall: pt2", "module: inductor"}
+    assert write.decision is not None
     assert write.decision.proposal.status == Proposal.Status.DECIDED
 
 
 def test_drift_on_other_labels_does_not_block_the_write(standin):
     number, write = decided(standin)
     standin.set_labels(REPO, number, ["oncall: pt2", "module: docs"])
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
 
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
@@ -161,8 +172,8 @@ def test_removes_only_approved_labels_still_present(standin):
         remove_labels=["module: docs"],
         comment_body="",
     )
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert standin.label_names(REPO, number) == ["oncall: pt2"]
@@ -172,15 +183,15 @@ def test_removes_only_approved_labels_still_present(standin):
 def test_server_error_then_success(standin):
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 503)
-    write.claim()
+    write = claimed(write)
     with pytest.raises(RetryableGitHubError) as failure:
-        writeback.apply(write)
+        outbox.apply(write)
     assert failure.value.retry_after > 0
 
     Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED)
     write.refresh_from_db()
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert "triage review" in standin.label_names(REPO, number)
@@ -189,9 +200,9 @@ def test_server_error_then_success(standin):
 def test_rate_limit_honours_retry_after(standin):
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 403, retry_after=42)
-    write.claim()
+    write = claimed(write)
     with pytest.raises(RetryableGitHubError) as failure:
-        writeback.apply(write)
+        outbox.apply(write)
     assert failure.value.retry_after == 42
 
 
@@ -200,9 +211,9 @@ def test_rate_limit_honours_the_reset_header(standin):
 
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 403, rate_limit_reset=int(time.time()) + 120)
-    write.claim()
+    write = claimed(write)
     with pytest.raises(RetryableGitHubError) as failure:
-        writeback.apply(write)
+        outbox.apply(write)
     assert 100 <= failure.value.retry_after <= 122
 
 
@@ -255,7 +266,7 @@ def test_failed_write_can_be_retried(standin):
     apply_write.delay(write.pk)
     write.refresh_from_db()
     assert write.state == Write.State.FAILED
-    assert write.requeue()
+    assert outbox.requeue(write)
     apply_write.delay(write.pk)
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
@@ -271,7 +282,8 @@ def test_rejection_writes_nothing(standin):
     proposal = propose(issue, Queue.objects.get(slug="pt2"))
     assert proposal is not None
     standin.reset_log()
-    decision = proposal.decide(
+    decision = outbox.decide(
+        proposal,
         kind=Decision.Kind.REJECT,
         user=make_user("rejecter", oncall=True),
         add_labels=[],
@@ -289,8 +301,8 @@ def test_a_marker_in_someone_elses_comment_does_not_stop_the_consoles_comment(st
     number, write = decided(standin, comment_body="Could you share a reproducer?")
     # Anyone may comment; a comment carrying the console's marker is not the console's post.
     standin.add_comment(REPO, number, f"nothing to see {write.decision.comment_marker}")
-    write.claim()
-    writeback.apply(write)
+    write = claimed(write)
+    outbox.apply(write)
 
     comments = standin.comments(REPO, number)
     assert [c["user"]["login"] for c in comments] == ["octocat", standin.bot_login]
@@ -307,3 +319,131 @@ def test_the_marker_cannot_be_written_ahead_of_time(settings):
     assert mine != comment_marker("decision", 42) != comment_marker("outcome", 41)
     settings.SECRET_KEY = "another deployment's key"
     assert comment_marker("decision", 41) != mine
+
+
+# ----------------------------------------------------------------------------- the table is the queue
+
+
+def age(write: Write, *, due: timedelta | None = None, claimed: timedelta | None = None) -> None:
+    """Move a write's clock back, as if its message had been lost that long ago."""
+    now = timezone.now()
+    fields: dict[str, Any] = {}
+    if due is not None:
+        fields["due_at"] = now - due
+    if claimed is not None:
+        fields["claimed_at"] = now - claimed
+    Write.objects.filter(pk=write.pk).update(**fields)
+
+
+def test_a_queued_write_whose_message_was_lost_is_sent_again_by_beat(standin):
+    number, write = decided(standin)
+    # Nothing sent it: the broker was down when the decision was committed.
+    assert outbox.due_for_resend() == []
+    age(write, due=outbox.RESEND_AFTER + timedelta(seconds=5))
+    assert outbox.due_for_resend() == [write.pk]
+
+    resend_stale_writes.delay()
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_a_write_postponed_for_a_rate_limit_is_not_resent_before_its_time(standin):
+    number, write = decided(standin)
+    standin.inject("GET", rf"/issues/{number}$", 403, retry_after=600)
+    write = claimed(write)
+    with pytest.raises(RetryableGitHubError) as failure:
+        outbox.apply(write)
+    assert outbox.postpone(write, str(failure.value), failure.value.retry_after)
+    write.refresh_from_db()
+    assert write.state == Write.State.QUEUED
+    assert outbox.due_for_resend(timezone.now() + timedelta(minutes=2)) == []
+    assert outbox.due_for_resend(timezone.now() + timedelta(minutes=12)) == [write.pk]
+
+
+def test_a_write_left_running_by_a_dead_worker_is_taken_over_and_posts_once(standin):
+    number, write = decided(standin, comment_body="Could you share a reproducer?")
+    # The worker posted the comment, then was killed before it added the labels.
+    write = claimed(write)
+    standin.inject("POST", r"/labels$", 502)
+    with pytest.raises(RetryableGitHubError):
+        outbox.apply(write)
+    # kill -9: nothing settled the row, it stays running with the dead worker's claim.
+    assert Write.objects.get(pk=write.pk).state == Write.State.RUNNING
+    assert outbox.due_for_resend() == []
+    age(write, claimed=CLAIM_LEASE + timedelta(seconds=5))
+
+    resend_stale_writes.delay()
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert write.attempts == 2
+    assert len(standin.comments(REPO, number)) == 1
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_a_worker_that_lost_its_claim_cannot_overwrite_the_newer_result(standin):
+    _, write = decided(standin)
+    late = claimed(write)
+    age(write, claimed=CLAIM_LEASE + timedelta(seconds=5))
+    newer = claimed(write)
+    outbox.apply(newer)
+    assert Write.objects.get(pk=write.pk).state == Write.State.APPLIED
+
+    # The first worker wakes up and reports a failure it saw long ago.
+    assert outbox.give_up(late, "GitHub unreachable") is False
+    assert outbox.postpone(late, "GitHub unreachable", 5) is False
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert write.last_error == ""
+
+
+def test_a_label_a_human_removed_after_the_write_added_it_is_not_added_again(standin):
+    number, write = decided(
+        standin,
+        labels=("oncall: pt2", "needs reproduction"),
+        add_labels=["module: dynamo"],
+        remove_labels=["needs reproduction"],
+        comment_body="",
+    )
+    write = claimed(write)
+    standin.inject("DELETE", r"/labels/", 502)
+    with pytest.raises(RetryableGitHubError):
+        outbox.apply(write)
+    assert "module: dynamo" in standin.label_names(REPO, number)
+    # While the write waits to retry, a human takes the label off again.
+    standin.set_labels(REPO, number, ["oncall: pt2", "needs reproduction"])
+    Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED, claim_token=None)
+
+    write = claimed(write)
+    outbox.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert standin.label_names(REPO, number) == ["oncall: pt2"]
+    assert write.sent["withdrawn_on_github"] == ["module: dynamo"]
+
+
+def test_a_decision_made_while_the_broker_is_down_is_kept_and_sent_later(
+    client, standin, broker_down
+):
+    from tests.factories import make_issue
+    from triage.models import Queue
+
+    issue = make_issue(body=CRASH_BODY, labels=["oncall: pt2"])
+    standin.add_issue(REPO, raw_issue(issue.number, body=CRASH_BODY, labels=["oncall: pt2"]))
+    proposal = propose(issue, Queue.objects.get(slug="pt2"))
+    assert proposal is not None
+    client.force_login(make_user("oncall", oncall=True))
+
+    response = client.post(f"/p/{proposal.pk}/decide/", {"kind": "accept"})
+
+    assert response.status_code == 302
+    write = Write.objects.get(decision__proposal=proposal)
+    assert (write.state, write.attempts) == (Write.State.QUEUED, 0)
+    broker_down.restore()
+    age(write, due=outbox.RESEND_AFTER + timedelta(seconds=5))
+    resend_stale_writes.delay()
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED

@@ -97,3 +97,37 @@ def test_a_malformed_line_is_reported_and_nothing_is_imported(tmp_path, line, me
     assert message in str(failure.value)
     assert "nothing was imported" in str(failure.value)
     assert Issue.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (json.dumps(raw_issue(5) | {"body": "a\x00b"}), "line 2: 'body' holds a NUL character"),
+        (json.dumps(raw_issue(5) | {"title": "\ud800"}), "line 2: 'title' holds a lone surrogate"),
+        (json.dumps(raw_issue(5) | {"title": "t" * 1001}), "line 2: 'title' is longer than 1000"),
+        (
+            json.dumps(raw_issue(5) | {"user": {"login": "u" * 101}}),
+            "line 2: the author's login is longer than 100",
+        ),
+        (
+            json.dumps(raw_issue(5) | {"html_url": "https://github.com/" + "x" * 500}),
+            "line 2: 'html_url' is longer than 500",
+        ),
+        (json.dumps(raw_issue(5) | {"number": 2**31}), "line 2: 'number' must be an integer"),
+        ("[" * 100_000 + "]" * 100_000, "line 2: nested too deeply"),
+    ],
+)
+def test_what_the_database_cannot_hold_is_reported_by_line(tmp_path, line, message):
+    file = write_jsonl(tmp_path / "bad.jsonl", [raw_issue(1), line, raw_issue(3)])
+    with pytest.raises(CommandError) as failure:
+        call_command("import_issues", str(file))
+    assert message in str(failure.value)
+    assert Issue.objects.count() == 0
+
+
+def test_invalid_utf8_is_reported_by_line(tmp_path):
+    file = tmp_path / "bad.jsonl"
+    file.write_bytes(json.dumps(raw_issue(1)).encode() + b"\n" + b'{"title": "\xff\xfe"}\n')
+    with pytest.raises(CommandError, match=r"line 2: not valid UTF-8 \(at byte 12\)"):
+        call_command("import_issues", str(file))
+    assert Issue.objects.count() == 0

@@ -189,3 +189,95 @@ def test_beat_syncs_every_queue(standin, django_capture_on_commit_callbacks):
         2: "distributed",
         3: "triage",
     }
+
+
+# ----------------------------------------------------------------------------- what cannot be stored
+
+
+def test_nul_bytes_and_lone_surrogates_are_stored_without_them(
+    standin, django_capture_on_commit_callbacks
+):
+    raw = raw_issue(1, created=recent(60), body="before\x00after \ud800 end", comments=["a\x00b"])
+    standin.add_issue(REPO, raw)
+
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+
+    assert queue.sync_state == Queue.SyncState.IDLE and queue.sync_error == ""
+    issue = Issue.objects.get(number=1)
+    assert issue.body == "beforeafter ? end"
+    assert issue.comments[0]["body"] == "ab"
+
+
+def test_an_issue_that_cannot_be_stored_is_skipped_and_reported(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50), title="x" * 1001))
+    standin.add_issue(REPO, raw_issue(3, created=recent(40)))
+
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+
+    assert queue.sync_state == Queue.SyncState.IDLE
+    assert queue.sync_seen == 3
+    assert "Skipped 1 issue" in queue.sync_error and "#2" in queue.sync_error
+    assert sorted(Issue.objects.values_list("number", flat=True)) == [1, 3]
+    # The cursor moved past it: the next sync does not stop on it again.
+    standin.reset_log()
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+    assert queue.sync_state == Queue.SyncState.IDLE
+
+
+def test_a_sync_that_breaks_says_so_at_once(standin, django_capture_on_commit_callbacks):
+    # GitHub (here its stand-in) answers the listing with something that is not a list.
+    standin.inject("GET", rf"/repos/{REPO}/issues$", 200, body={"unexpected": "shape"})
+    queue = Queue.objects.get(slug="pt2")
+    with pytest.raises(TypeError), django_capture_on_commit_callbacks(execute=True):
+        sync_queue.delay(queue.pk)
+    queue.refresh_from_db()
+    assert queue.sync_state == Queue.SyncState.FAILED
+    assert queue.sync_error.startswith("The sync stopped: ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_syncs_storing_the_same_new_issue_do_not_collide():
+    """One sync inserts the issue and has not committed yet when the other stores it too."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from triage import ingest
+
+    fields = ingest.parse(raw_issue(77, created=recent(5)))
+    inserted, stored = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                ingest.upsert(REPO, fields)
+                inserted.set()
+                # The other sync runs into the unique key now and has to wait for this commit.
+                stored.wait(timeout=1.0)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            inserted.wait(timeout=5)
+            issue, changed = ingest.upsert(REPO, fields)
+            assert issue.number == 77 and not changed
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            stored.set()
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert errors == []
+    assert Issue.objects.filter(number=77).count() == 1

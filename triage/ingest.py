@@ -72,30 +72,69 @@ def _label_name(label: Any) -> str:
     raise IssueFormatError(f"a label must be a name or an object with a name, got {label!r}")
 
 
-def _comment(raw: Any) -> dict[str, Any]:
+def _comment(raw: Any, strict: bool = False) -> dict[str, Any]:
     if not isinstance(raw, dict) or not isinstance(raw.get("body", ""), str):
         raise IssueFormatError(f"a comment must be an object with a body, got {raw!r:.80}")
     if not isinstance(raw.get("id"), int):
         raise IssueFormatError("a comment needs an integer 'id'")
     return {
         "id": raw["id"],
-        "author": _login(raw.get("user")),
-        "body": raw.get("body") or "",
-        "created_at": raw.get("created_at") or "",
+        "author": storable(_login(raw.get("user")), "a comment's login", strict=strict),
+        "body": storable(raw.get("body") or "", f"comment {raw['id']}", strict=strict),
+        "created_at": str(raw.get("created_at") or ""),
     }
 
 
-def parse(raw: Any, comments: list[Any] | None = None) -> IssueFields:
-    """Validate one issue object; `comments` overrides a `comments` list inside it."""
+# What the issues table holds (models.Issue); longer values are refused, not cut.
+MAX_TITLE = 1000
+MAX_LOGIN = 100
+MAX_URL = 500
+MAX_NUMBER = 2**31 - 1
+
+
+def storable(text: str, field: str = "", *, strict: bool = False) -> str:
+    """Text PostgreSQL can store: no NUL characters, no lone surrogates.
+
+    A sync cleans what GitHub sends; an import (`strict`) refuses it, saying where.
+    """
+    if "\x00" in text:
+        if strict:
+            raise IssueFormatError(f"{field} holds a NUL character")
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        if strict:
+            raise IssueFormatError(f"{field} holds a lone surrogate (not valid Unicode)") from None
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def parse(raw: Any, comments: list[Any] | None = None, *, strict: bool = False) -> IssueFields:
+    """Validate one issue object; `comments` overrides a `comments` list inside it.
+
+    `strict` refuses text PostgreSQL cannot store instead of cleaning it.
+    """
     if not isinstance(raw, dict):
         raise IssueFormatError("an issue must be a JSON object")
     missing = [key for key in REQUIRED if key not in raw]
     if missing:
         raise IssueFormatError(f"missing field {missing[0]!r}")
-    if not isinstance(raw["number"], int) or isinstance(raw["number"], bool) or raw["number"] < 1:
-        raise IssueFormatError(f"'number' must be a positive integer, got {raw['number']!r}")
+    number = raw["number"]
+    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_NUMBER:
+        raise IssueFormatError(
+            f"'number' must be an integer from 1 to {MAX_NUMBER}, got {number!r:.40}"
+        )
     if not isinstance(raw["title"], str):
         raise IssueFormatError("'title' must be a string")
+    if len(raw["title"]) > MAX_TITLE:
+        raise IssueFormatError(f"'title' is longer than {MAX_TITLE} characters")
+    author = _login(raw.get("user"))
+    if len(author) > MAX_LOGIN:
+        raise IssueFormatError(f"the author's login is longer than {MAX_LOGIN} characters")
+    html_url = str(raw.get("html_url") or "")
+    if len(html_url) > MAX_URL:
+        raise IssueFormatError(f"'html_url' is longer than {MAX_URL} characters")
     if raw.get("body") is not None and not isinstance(raw["body"], str):
         raise IssueFormatError("'body' must be a string or null")
     if raw["state"] not in ("open", "closed"):
@@ -106,26 +145,30 @@ def parse(raw: Any, comments: list[Any] | None = None) -> IssueFields:
     if comments is None and isinstance(raw.get("comments"), list):
         comments = raw["comments"]
     return IssueFields(
-        number=raw["number"],
-        title=raw["title"],
-        body=raw.get("body") or "",
+        number=number,
+        title=storable(raw["title"], "'title'", strict=strict),
+        body=storable(raw.get("body") or "", "'body'", strict=strict),
         state=raw["state"],
-        author=_login(raw.get("user")),
-        html_url=str(raw.get("html_url") or ""),
+        author=storable(author, "the author's login", strict=strict),
+        html_url=storable(html_url, "'html_url'", strict=strict),
         labels=sorted({_label_name(label) for label in labels}),
-        comments=None if comments is None else [_comment(c) for c in comments],
+        comments=None if comments is None else [_comment(c, strict) for c in comments],
         created_at=_timestamp(raw, "created_at"),
         updated_at=_timestamp(raw, "updated_at"),
     )
 
 
 def upsert(repository: str, fields: IssueFields) -> tuple[Issue, bool]:
-    """Create or update the issue; True when anything a proposal looks at changed."""
+    """Create or update the issue; True when anything a proposal looks at changed.
+
+    Two syncs over one repository may meet on a new issue: get_or_create reads the row the
+    other one committed instead of failing on the unique key.
+    """
     values = fields.as_model_fields()
-    issue = Issue.objects.filter(repository=repository, number=fields.number).first()
-    if issue is None:
-        values.setdefault("comments", [])
-        issue = Issue.objects.create(repository=repository, number=fields.number, **values)
+    issue, created = Issue.objects.get_or_create(
+        repository=repository, number=fields.number, defaults={"comments": []} | values
+    )
+    if created:
         return issue, True
     before = issue.content_hash
     changed_any = False

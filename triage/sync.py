@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import logging
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from triage import github, ingest
 from triage.models import Queue
+
+log = logging.getLogger(__name__)
 
 # Store progress every this many issues, so the console can show it without a write per issue.
 PROGRESS_EVERY = 10
@@ -30,28 +35,45 @@ def sync_queue(queue: Queue) -> int:
     else:
         since, state = queue.sync_cursor, "all"
     seen = 0
+    skipped: list[str] = []
     for raw, comments in github.iter_issues(
         queue.repository, labels=list(queue.require_labels), since=since, state=state
     ):
-        fields = ingest.parse(raw, comments)
-        with transaction.atomic():
-            issue, changed = ingest.upsert(queue.repository, fields)
-            if changed:
-                for target in queues_to_propose(issue):
-                    propose_issue.delay_on_commit(issue.pk, target.pk)
-            # The cursor only moves forward, after the issue is stored: an interrupted sync resumes.
-            if queue.sync_cursor is None or fields.updated_at > queue.sync_cursor:
-                queue.sync_cursor = fields.updated_at
-            seen += 1
-            if seen % PROGRESS_EVERY == 0:
-                Queue.objects.filter(pk=queue.pk).update(
-                    sync_cursor=queue.sync_cursor, sync_seen=seen
-                )
+        try:
+            fields = ingest.parse(raw, comments)
+            with transaction.atomic():
+                issue, changed = ingest.upsert(queue.repository, fields)
+                if changed:
+                    for target in queues_to_propose(issue):
+                        propose_issue.delay_on_commit(issue.pk, target.pk)
+        except (ingest.IssueFormatError, DatabaseError) as exc:
+            # One issue that cannot be stored must not stop the queue: it is skipped, reported,
+            # and read again when it next changes.
+            skipped.append(f"#{raw.get('number', '?')}: {exc}"[:300])
+            log.warning("sync of %s skipped an issue: %s", queue, skipped[-1])
+            fields = None
+        # The cursor only moves forward, past each issue read: an interrupted sync resumes.
+        updated = fields.updated_at if fields is not None else _updated_at(raw)
+        if updated is not None and (queue.sync_cursor is None or updated > queue.sync_cursor):
+            queue.sync_cursor = updated
+        seen += 1
+        if seen % PROGRESS_EVERY == 0:
+            Queue.objects.filter(pk=queue.pk).update(sync_cursor=queue.sync_cursor, sync_seen=seen)
     Queue.objects.filter(pk=queue.pk).update(
         sync_cursor=queue.sync_cursor,
         sync_seen=seen,
         sync_state=Queue.SyncState.IDLE,
         sync_finished_at=timezone.now(),
-        sync_error="",
+        sync_error=(
+            f"Skipped {len(skipped)} issue(s) that could not be stored: " + "; ".join(skipped[:5])
+            if skipped
+            else ""
+        ),
     )
     return seen
+
+
+def _updated_at(raw: Any) -> datetime | None:
+    value = raw.get("updated_at") if isinstance(raw, dict) else None
+    parsed = parse_datetime(value) if isinstance(value, str) else None
+    return parsed if parsed is not None and parsed.tzinfo is not None else None

@@ -45,6 +45,15 @@ def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
         Queue.objects.filter(pk=queue_id).update(
             sync_state=Queue.SyncState.FAILED, sync_error=str(exc), sync_finished_at=timezone.now()
         )
+    except Exception as exc:
+        # Anything else (the database went away, a bug): the queue says so at once rather than
+        # showing "running" until its lease runs out. The worker logs the traceback.
+        Queue.objects.filter(pk=queue_id).update(
+            sync_state=Queue.SyncState.FAILED,
+            sync_error=f"The sync stopped: {type(exc).__name__}: {exc}"[:1000],
+            sync_finished_at=timezone.now(),
+        )
+        raise
 
 
 @shared_task(base=DjangoTask)

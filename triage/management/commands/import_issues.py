@@ -31,16 +31,24 @@ class Command(BaseCommand):
         parsed: list[ingest.IssueFields] = []
         errors: list[str] = []
         first_line: dict[int, int] = {}
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
+        with path.open("rb") as handle:
+            for number, raw_line in enumerate(handle, start=1):
+                try:
+                    line = raw_line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    errors.append(f"line {number}: not valid UTF-8 (at byte {exc.start + 1})")
+                    continue
                 if not line.strip():
                     continue
                 try:
-                    fields = ingest.parse(json.loads(line))
+                    fields = ingest.parse(json.loads(line), strict=True)
                 except json.JSONDecodeError as exc:
                     errors.append(
                         f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
                     )
+                    continue
+                except RecursionError:
+                    errors.append(f"line {number}: nested too deeply to be an issue")
                     continue
                 except ingest.IssueFormatError as exc:
                     errors.append(f"line {number}: {exc}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 # Lets ModelAdmin[Model] and friends be subscripted at run time, as django-stubs types them.
 django_stubs_ext.monkeypatch()
@@ -71,7 +72,8 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
     SECRET_KEY = "insecure-embedded-default-key"
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+# Django's test runner adds "testserver" itself; it is no host to serve outside tests.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_ROOT = env_str("SITE_ROOT", "http://127.0.0.1:8000")
 
@@ -88,6 +90,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -144,9 +147,43 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# Behind a proxy that terminates TLS (set TRUST_X_FORWARDED_PROTO only when it overwrites the
+# header): plain HTTP is redirected, and browsers are told to come back over HTTPS only.
+BEHIND_TLS_PROXY = env_bool("TRUST_X_FORWARDED_PROTO", default=False)
+if BEHIND_TLS_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", default=BEHIND_TLS_PROXY)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if BEHIND_TLS_PROXY else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", default=False)
+# Scripts and styles come from our own static files only; charts colour cells with style
+# attributes, and nothing else is inline.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "style-src-attr": [CSP.UNSAFE_INLINE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "object-src": [CSP.NONE],
+}
+# Wrong passwords: this many per username (and per address) within the window, then refused.
+LOGIN_FAILURES_ALLOWED = env_int("LOGIN_FAILURES_ALLOWED", 10)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
 
 # Celery. Without REDIS_URL tasks run in-process, right after the transaction commits.
 REDIS_URL = os.environ.get("REDIS_URL", "")
+# The cache holds what all web processes must share (login failures): Redis where there is one.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = False

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from triage.forms import ThrottledAuthenticationForm
 from triage.views import agenda, reports, rotation
 from triage.views import console as views
 
@@ -12,7 +13,10 @@ urlpatterns = [
     path("", views.home, name="home"),
     path(
         "login/",
-        auth_views.LoginView.as_view(extra_context={"demo": settings.TRIAGE_DEMO}),
+        auth_views.LoginView.as_view(
+            authentication_form=ThrottledAuthenticationForm,
+            extra_context={"demo": settings.TRIAGE_DEMO},
+        ),
         name="login",
     ),
     path("login/demo/", views.demo_login, name="demo-login"),

@@ -580,3 +580,27 @@ def test_the_meeting_page_runs_a_constant_number_of_queries(client, oncall):
     assert meeting.items.count() == 33
     large = count()
     assert small == large == 10
+
+
+def test_a_meeting_far_from_today_needs_a_confirmation(client, oncall):
+    client.force_login(oncall)
+    far = (timezone.localdate() + timedelta(days=365 * 9)).isoformat()
+
+    response = client.post(reverse("meetings"), {"date": far})
+
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "days from today" in html and 'name="confirm"' in html
+    assert not Meeting.objects.exists()
+    response = client.post(reverse("meetings"), {"date": far, "confirm": "yes"})
+    assert response.status_code == 302
+    assert Meeting.objects.get().date.isoformat() == far
+
+
+def test_a_meeting_opened_by_mistake_can_be_deleted_in_the_admin(admin_client):
+    meeting = agenda.open_meeting(timezone.localdate() + timedelta(days=3000))
+    response = admin_client.post(
+        reverse("admin:triage_meeting_delete", args=[meeting.pk]), {"post": "yes"}
+    )
+    assert response.status_code == 302
+    assert not Meeting.objects.exists()

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from tests.factories import make_proposal, make_user
+from tests.factories import ensure_default_queues, make_proposal, make_user
 from triage import outbox
 from triage.models import Decision, Proposal, Write
 
@@ -407,3 +407,63 @@ def test_a_queue_that_may_not_close_refuses_a_closing_decision(client, oncall, p
     assert response.status_code == 422
     assert "does not close issues" in response.content.decode()
     assert not proposal.decisions.exists()
+
+
+def test_the_second_oncall_sees_who_decided_and_what(client, oncall, proposal):
+    alice = make_user("alice", oncall=True)
+    outbox.decide(
+        proposal,
+        kind="edit",
+        user=alice,
+        add_labels=["module: inductor"],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="",
+    )
+    client.force_login(oncall)
+    response = decide(client, proposal, kind="accept")
+    assert response.status_code == 409
+    text = response.content.decode()
+    assert "Already decided: alice edited it at " in text and "(+module: inductor)" in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_oncalls_deciding_at_the_same_moment_make_one_decision(transactional_db):
+    import threading
+
+    from django.db import connection
+
+    ensure_default_queues()  # a transactional test starts from an emptied database
+    users = [make_user("first", oncall=True), make_user("second", oncall=True)]
+    for round_ in range(50):
+        proposal = make_proposal(number=9000 + round_)
+        start = threading.Barrier(2)
+        made: list[object] = []
+
+        def decide_as(user, proposal=proposal, start=start, made=made) -> None:
+            try:
+                start.wait(timeout=5)
+                made.append(
+                    outbox.decide(
+                        proposal,
+                        kind="accept",
+                        user=user,
+                        add_labels=list(proposal.add_labels),
+                        remove_labels=[],
+                        comment_body="",
+                        close=False,
+                        note="",
+                    )
+                )
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=decide_as, args=(user,)) for user in users]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        assert len([m for m in made if m is not None]) == 1, round_
+        assert proposal.decisions.count() == 1
+        assert Write.objects.filter(decision__proposal=proposal).count() == 1

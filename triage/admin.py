@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from triage.models import Decision, Issue, Proposal, Queue, Write
+from triage.models import Decision, Issue, Meeting, Proposal, Queue, Write
 
 
 @admin.register(Queue)
@@ -49,3 +49,11 @@ class WriteAdmin(admin.ModelAdmin[Write]):
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
+
+
+# A meeting opened on a wrong date is corrected or deleted here: its open items go back to
+# the next meeting when it is refreshed.
+@admin.register(Meeting)
+class MeetingAdmin(admin.ModelAdmin[Meeting]):
+    list_display = ["date", "created_at", "ended_at"]
+    date_hierarchy = "date"

@@ -59,6 +59,10 @@ class AgendaError(ValueError):
 # ----------------------------------------------------------------------------- meetings
 
 
+# Opening a meeting further than this from today asks the oncall to confirm the date.
+CONFIRM_BEYOND_DAYS = 14
+
+
 def next_meeting_day(today: date) -> date:
     """The default date offered for a new meeting: today if it is a Tuesday, else next Tuesday."""
     return today + timedelta(days=(1 - today.weekday()) % 7)

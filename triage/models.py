@@ -390,6 +390,15 @@ class Decision(models.Model):
     def comment_marker(self) -> str:
         return comment_marker("decision", self.pk)
 
+    def summary(self) -> str:
+        """Who decided what, in one line: shown to an oncall who came second."""
+        changes = [f"+{label}" for label in self.add_labels] + [
+            f"-{label}" for label in self.remove_labels
+        ]
+        when = timezone.localtime(self.decided_at).strftime("%Y-%m-%d %H:%M")
+        what = f" ({', '.join(changes)})" if changes else ""
+        return f"{self.decided_by} {self.verb} it at {when}{what}."
+
     def diff(self) -> dict[str, list[str]]:
         """How the approved change differs from what was proposed."""
         proposal = self.proposal

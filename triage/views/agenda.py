@@ -78,12 +78,25 @@ def meetings(request: HtmxHttpRequest) -> HttpResponse:
     """Every meeting, newest first; an oncall opens the meeting of a date here (POST)."""
     error = ""
     status = 200
+    confirm = False
     if request.method == "POST":
         if not can_decide(request):
             raise PermissionDenied("Only oncalls may open a meeting.")
         day = _parse_day(request.POST.get("date", "").strip())
+        today = timezone.localdate()
         if day is None:
             error, status = "Give the meeting's date as YYYY-MM-DD.", 422
+        elif (
+            abs((day - today).days) > agenda.CONFIRM_BEYOND_DAYS
+            and request.POST.get("confirm") != "yes"
+        ):
+            # A new meeting takes every open item: a typo of a year must not move them all.
+            days = abs((day - today).days)
+            error, status, confirm = (
+                f"{day.isoformat()} is {days} days from today. Tick “I mean this date” to open it.",
+                422,
+                True,
+            )
         else:
             try:
                 meeting = agenda.open_meeting(day)
@@ -105,6 +118,7 @@ def meetings(request: HtmxHttpRequest) -> HttpResponse:
         "default_day": request.POST.get("date")
         or agenda.suggested_day(timezone.localdate()).isoformat(),
         "error": error,
+        "confirm": confirm,
     }
     return render(request, "triage/meetings.html", context, status=status)
 

@@ -234,7 +234,17 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     _, following, _ = _neighbours(proposal, order)
     made = outbox.decide(proposal, user=request.user, **fields)
     if made is None:
-        reason = "This proposal was already decided or replaced by a newer one."
+        earlier = (
+            Decision.objects.filter(proposal=proposal)
+            .select_related("decided_by")
+            .order_by("-decided_at")
+            .first()
+        )
+        reason = (
+            f"Already decided: {earlier.summary()}"
+            if earlier is not None
+            else "This proposal was replaced by a newer one."
+        )
         return _refused(request, proposal, order, reason, status=409)
     if made.kind != Decision.Kind.REJECT:
         send_write_on_commit(made.write.pk)

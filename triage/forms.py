@@ -1,0 +1,45 @@
+"""Forms: what users send, checked before anything acts on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.cache import cache
+
+
+class ThrottledAuthenticationForm(AuthenticationForm):
+    """The login form, refusing a username or an address after too many wrong passwords.
+
+    Counted per username and per client address in the shared cache (Redis when there is
+    one), for LOGIN_FAILURE_WINDOW_SECONDS from the first failure. While refused, the password
+    is not even checked, so guessing gains nothing.
+    """
+
+    error_messages = AuthenticationForm.error_messages | {
+        "throttled": "Too many wrong passwords. Try again in %(minutes)d minutes.",
+    }
+
+    def clean(self) -> dict[str, Any]:
+        keys = self._failure_keys()
+        if any(cache.get(key, 0) >= settings.LOGIN_FAILURES_ALLOWED for key in keys):
+            raise forms.ValidationError(
+                self.error_messages["throttled"],
+                code="throttled",
+                params={"minutes": max(1, settings.LOGIN_FAILURE_WINDOW_SECONDS // 60)},
+            )
+        try:
+            return super().clean()
+        except forms.ValidationError:
+            for key in keys:
+                # add() starts the window at the first failure; incr() does not extend it.
+                if not cache.add(key, 1, timeout=settings.LOGIN_FAILURE_WINDOW_SECONDS):
+                    cache.incr(key)
+            raise
+
+    def _failure_keys(self) -> list[str]:
+        username = str(self.data.get("username", "")).strip().lower()
+        address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
+        return [f"login-failures:user:{username}"[:200], f"login-failures:addr:{address}"]

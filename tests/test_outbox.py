@@ -447,3 +447,25 @@ def test_a_decision_made_while_the_broker_is_down_is_kept_and_sent_later(
     resend_stale_writes.delay()
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
+
+
+def test_a_comment_github_posted_after_the_client_gave_up_is_not_posted_again(standin, settings):
+    import time
+
+    settings.GITHUB_TIMEOUT_SECONDS = 1
+    number, write = decided(standin, comment_body="Could you share a reproducer?")
+    # GitHub is slow: the client gives up, and GitHub posts the comment all the same.
+    standin.inject("POST", r"/comments$", 0, delay=1.5)
+    write = claimed(write)
+    with pytest.raises(RetryableGitHubError):
+        outbox.apply(write)
+    time.sleep(1.0)
+    assert len(standin.comments(REPO, number)) == 1
+
+    Write.objects.filter(pk=write.pk).update(state=Write.State.QUEUED, claim_token=None)
+    write = claimed(write)
+    outbox.apply(write)
+
+    write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert len(standin.comments(REPO, number)) == 1

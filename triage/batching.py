@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import anthropic
+from django.db import transaction
 from django.utils import timezone
 
 from triage import claude, proposing
@@ -66,12 +67,28 @@ def ended(batch: ModelBatch) -> bool:
 
 
 def collect(batch: ModelBatch) -> int:
-    """Turn an ended batch's results into proposals; returns how many were stored."""
-    claimed = ModelBatch.objects.filter(pk=batch.pk, state=ModelBatch.State.SUBMITTED).update(
-        state=ModelBatch.State.COLLECTED, collected_at=timezone.now()
-    )
-    if not claimed:
-        return 0
+    """Turn an ended batch's results into proposals; returns how many were stored.
+
+    The batch is marked collected in the same transaction that stores its results, and only
+    once they are all stored: a download that breaks off leaves it to the next sweep. The row
+    lock keeps two sweeps from collecting it at once.
+    """
+    with transaction.atomic():
+        locked = (
+            ModelBatch.objects.select_for_update(skip_locked=True)
+            .filter(pk=batch.pk, state=ModelBatch.State.SUBMITTED)
+            .first()
+        )
+        if locked is None:
+            return 0
+        stored = _store_results(locked)
+        ModelBatch.objects.filter(pk=batch.pk).update(
+            state=ModelBatch.State.COLLECTED, collected_at=timezone.now()
+        )
+    return stored
+
+
+def _store_results(batch: ModelBatch) -> int:
     queue = batch.queue
     rubric = loader.load(queue.rubric)
     stored = 0

@@ -247,6 +247,7 @@ class AnthropicStandIn:
         self.min_cache_tokens = 0
         self.requests: list[RecordedRequest] = []
         self.batches: dict[str, BatchState] = {}
+        self._broken_results: dict[str, int] = {}
         batch = r"/v1/messages/batches/(?P<batch_id>[^/]+)"
         self._route_table: list[tuple[str, re.Pattern[str], Callable[[_Call], _Response]]] = [
             (method, re.compile(pattern), handler)
@@ -309,6 +310,14 @@ class AnthropicStandIn:
             return copy.deepcopy(
                 [r.json for r in self.requests if r.method == "POST" and r.path == "/v1/messages"]
             )
+
+    def break_results(self, batch_id: str, after: int | None) -> None:
+        """Serve a batch's results cut off after `after` lines (None: whole again)."""
+        with self._lock:
+            if after is None:
+                self._broken_results.pop(batch_id, None)
+            else:
+                self._broken_results[batch_id] = after
 
     def finish_batch(self, batch_id: str) -> None:
         """End a batch now, answering its requests in order from the script or default reply."""
@@ -462,7 +471,11 @@ class AnthropicStandIn:
         batch = self._batch(call.args["batch_id"])
         if batch.ended_at is None:
             raise _ApiError(404, f"Message batch {batch.id} has not ended; it has no results yet")
-        body = b"".join(line + b"\n" for line in batch.results)
+        lines = batch.results
+        if batch.id in self._broken_results:
+            # The download breaks off after some results: the client sees a cut JSON line.
+            lines = [*lines[: self._broken_results[batch.id]], b'{"custom_id": "cut']
+        body = b"".join(line + b"\n" for line in lines)
         return _Response(200, body, {"content-type": JSONL_TYPE})
 
     # --------------------------------------------------------------------------- helpers

@@ -210,6 +210,9 @@ GITHUB_TIMEOUT_SECONDS = env_float("GITHUB_TIMEOUT_SECONDS", 15.0)
 # PyGithub throttles writes to stay clear of GitHub's secondary rate limits.
 GITHUB_SECONDS_BETWEEN_WRITES = env_float("GITHUB_SECONDS_BETWEEN_WRITES", 1.0)
 GITHUB_DEFAULT_REPOSITORY = env_str("GITHUB_DEFAULT_REPOSITORY", "pytorch/pytorch")
+# GitHub's webhook deliveries are signed with this secret; without it every delivery is refused.
+GITHUB_WEBHOOK_SECRET = os.environ.get("GITHUB_WEBHOOK_SECRET", "")
+GITHUB_WEBHOOK_MAX_BYTES = env_int("GITHUB_WEBHOOK_MAX_BYTES", 1_000_000)
 # Only https:// URLs on this host become links: an issue's html_url comes from outside.
 GITHUB_WEB_HOST = env_str("GITHUB_WEB_HOST", "github.com")
 # How far back the first sync of a queue looks; later syncs are incremental.

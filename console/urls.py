@@ -6,7 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from triage.forms import ThrottledAuthenticationForm
-from triage.views import agenda, reports, rotation
+from triage.views import agenda, reports, rotation, webhooks
 from triage.views import console as views
 
 urlpatterns = [
@@ -46,5 +46,6 @@ urlpatterns = [
     # Where humans disagree with the rubric.
     path("reports/<slug:slug>/", reports.report, name="report"),
     path("reports/<slug:slug>/decisions/", reports.decisions, name="report-decisions"),
+    path("github/webhook/", webhooks.github_webhook, name="github-webhook"),
     path("admin/", admin.site.urls),
 ]

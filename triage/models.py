@@ -579,3 +579,14 @@ class AgendaItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.issue} on {self.meeting}"
+
+
+class WebhookDelivery(models.Model):
+    """A GitHub delivery taken: its id is accepted once, so a replayed delivery is refused."""
+
+    delivery_id = models.CharField(max_length=100, unique=True)
+    event = models.CharField(max_length=50)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.delivery_id}"

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from triage import batching, claude, outbox, proposing, sync
+from triage import batching, claude, github, ingest, outbox, proposing, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
 from triage.models import Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
@@ -54,6 +54,24 @@ def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
             sync_finished_at=timezone.now(),
         )
         raise
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=10)
+def refresh_issue(self: DjangoTask[[str, int], None], repository: str, number: int) -> None:
+    """Re-read one issue GitHub says changed, store it, and propose again if it changed."""
+    try:
+        raw, comments = github.read_issue(repository, number)
+    except RetryableGitHubError as exc:
+        raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+    except PermanentGitHubError as exc:
+        log.warning("refresh of %s#%s: %s", repository, number, exc)
+        return
+    fields = ingest.parse(raw, comments)
+    with transaction.atomic():
+        issue, changed = ingest.upsert(repository, fields)
+        if changed:
+            for queue in proposing.queues_to_propose(issue):
+                proposing.enqueue(queue, [issue.pk])
 
 
 @shared_task(base=DjangoTask)

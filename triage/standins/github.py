@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
+import hmac
 import json
+import queue
 import re
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -319,6 +325,12 @@ class GitHubStandIn:
         self._rate_remaining = RATE_LIMIT
         self._rate_reset = int(time.time()) + RATE_WINDOW_SECONDS
         self.requests: list[RecordedRequest] = []
+        # Where to send signed webhook deliveries when an issue changes (None: nowhere).
+        self.webhook_url: str | None = None
+        self.webhook_secret = ""
+        self.deliveries: list[dict[str, Any]] = []
+        self._outgoing: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self._sender: threading.Thread | None = None
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
         issue = repo + r"/issues/(?P<number>\d+)"
         self._route_table: list[tuple[str, re.Pattern[str], Callable[[_Call], _Reply]]] = [
@@ -364,6 +376,10 @@ class GitHubStandIn:
 
     def stop(self) -> None:
         self._stopping.set()
+        if self._sender is not None:
+            self._outgoing.put(None)
+            self._sender.join(timeout=5)
+            self._sender = None
         if self._thread is not None:
             self._server.shutdown()
             self._thread.join()
@@ -380,6 +396,58 @@ class GitHubStandIn:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    # ----------------------------------------------------------------- webhooks
+
+    def send_webhooks(self, url: str, secret: str) -> None:
+        """From now on, POST a signed delivery to `url` whenever an issue changes, as GitHub
+        does for a repository webhook with the `issues` and `issue_comment` events."""
+        self.webhook_url, self.webhook_secret = url, secret
+        if self._sender is None:
+            self._sender = threading.Thread(
+                target=self._send_deliveries, name="github-standin-webhooks", daemon=True
+            )
+            self._sender.start()
+
+    def _notify(self, event: str, action: str, repo: _Repo, issue: _Issue, **extra: Any) -> None:
+        if self.webhook_url is None:
+            return
+        payload = {
+            "action": action,
+            "issue": self._render_issue(self._url, repo, issue),
+            "repository": {"id": repo.id, "full_name": repo.full_name},
+            "sender": {"login": extra.pop("actor", HUMAN_LOGIN)},
+            **extra,
+        }
+        self._outgoing.put((event, payload))
+
+    def _send_deliveries(self) -> None:
+        while (item := self._outgoing.get()) is not None:
+            event, payload = item
+            body = json.dumps(payload).encode()
+            signature = hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
+            delivery = str(uuid.uuid4())
+            request = urllib.request.Request(
+                str(self.webhook_url),
+                data=body,
+                method="POST",
+                headers={
+                    "Content-Type": "application/json",
+                    "User-Agent": "GitHub-Hookshot/standin",
+                    "X-GitHub-Event": event,
+                    "X-GitHub-Delivery": delivery,
+                    "X-Hub-Signature-256": f"sha256={signature}",
+                },
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    status = response.status
+            except urllib.error.HTTPError as error:
+                status = error.code
+            except OSError:
+                status = 0
+            with self._lock:
+                self.deliveries.append({"event": event, "id": delivery, "status": status})
 
     # ----------------------------------------------------------------- seeding and inspection
 
@@ -466,6 +534,7 @@ class GitHubStandIn:
             )
             found.comment_count = len(found.comments)
             found.updated_at = now
+            self._notify("issue_comment", "created", target, found, actor=user)
 
     def set_labels(self, repo: str, number: int, labels: list[str]) -> None:
         self.edit_issue(repo, number, labels=labels)
@@ -750,6 +819,7 @@ class GitHubStandIn:
         found.comments.append(comment)
         found.comment_count += 1
         found.updated_at = now
+        self._notify("issue_comment", "created", target, found, actor=self.bot_login)
         return _Reply(201, self._render_comment(call.base, target, found, comment))
 
     def _get_labels(self, call: _Call) -> _Reply:
@@ -873,10 +943,15 @@ class GitHubStandIn:
             raise _validation_failed("Label", "labels")
         return labels
 
-    def _set_issue_labels(self, issue: _Issue, keys: list[str]) -> None:
+    def _set_issue_labels(self, issue: _Issue, keys: list[str], actor: str | None = None) -> None:
         if keys != issue.labels:
             issue.labels = keys
             issue.updated_at = _later(issue.updated_at)
+            repo = next(
+                (r for r in self._repos.values() if r.issues.get(issue.number) is issue), None
+            )
+            if repo is not None:
+                self._notify("issues", "labeled", repo, issue, actor=actor or self.bot_login)
 
     def _apply_edit(self, repo: _Repo, issue: _Issue, fields: dict[str, Any], actor: str) -> None:
         # Validate everything first so a rejected edit leaves the issue untouched, as on GitHub.
@@ -917,6 +992,7 @@ class GitHubStandIn:
         # A no-op PATCH leaves updated_at alone so it does not look like a change to a sync.
         if before != (snapshot(), issue.assignees, issue.labels):
             issue.updated_at = stamp
+            self._notify("issues", "edited", repo, issue, actor=actor)
 
     def _since(self, query: dict[str, str]) -> datetime | None:
         if "since" not in query:
@@ -1057,12 +1133,18 @@ def main(argv: list[str] | None = None) -> None:
         help="issues in GitHub REST shape, one per line (repeatable)",
     )
     parser.add_argument("--token", default=None, help="reject requests without this token")
+    parser.add_argument("--webhook-url", help="send signed deliveries here when an issue changes")
+    parser.add_argument(
+        "--webhook-secret", default="", help="the secret deliveries are signed with"
+    )
     args = parser.parse_args(argv)
 
     standin = GitHubStandIn(host=args.host, port=args.port, token=args.token)
     standin.add_repo(args.repo)
     loaded = sum(standin.load_jsonl(args.repo, seed) for seed in args.seed)
     standin.start()
+    if args.webhook_url:
+        standin.send_webhooks(args.webhook_url, args.webhook_secret)
     print(f"GitHub stand-in for {args.repo} ({loaded} issues) at {standin.url}", flush=True)
     try:
         threading.Event().wait()

@@ -19,7 +19,7 @@ from triage.models import ModelBatch, Proposal, Queue
 from triage.rubric import loader
 from triage.rubric.engine import IssueInput
 from triage.standins.anthropic import AnthropicStandIn, Reply
-from triage.tasks import collect_batches, propose_backlog
+from triage.tasks import collect_batches, propose_backlog, propose_later
 
 pytestmark = pytest.mark.django_db
 
@@ -332,7 +332,7 @@ def test_a_backlog_goes_through_one_message_batch(model, llm_queue, settings):
 def enqueued(capture, queue_row, issue_ids):
     """The task names `enqueue` schedules, read from the on-commit callbacks, not run."""
     with capture(execute=False) as callbacks:
-        proposing.enqueue(queue_row, issue_ids)
+        propose_later(queue_row, issue_ids)
     return [callback.func.__self__.name for callback in callbacks]
 
 

@@ -100,9 +100,8 @@ def test_human_drift_on_a_touched_label_is_a_conflict_and_writes_nothing(
     # Meanwhile a human labels the issue on GitHub with the very label the decision adds.
     standin.set_labels(REPO, number, ["oncall: pt2", "triage review", "high priority"])
     standin.reset_log()
-    write = claimed(write)
     with django_capture_on_commit_callbacks(execute=True):
-        outbox.apply(write)
+        apply_write.delay(write.pk)
 
     write.refresh_from_db()
     assert write.state == Write.State.CONFLICT

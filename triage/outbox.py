@@ -177,11 +177,12 @@ def drift(change: Change, live_labels: list[str], attempt: int) -> set[str]:
     return clashing
 
 
-def apply(write: Write) -> None:
+def apply(write: Write) -> Issue | None:
     """One attempt. Raises RetryableGitHubError / PermanentGitHubError for the task to sort.
 
     What each step sent is recorded as it goes, so a retry knows what it already did: a label
-    this write added that is gone now was removed by a human, and is not added again.
+    this write added that is gone now was removed by a human, and is not added again. Returns
+    the issue when its stored labels were brought up to date (the caller proposes again).
     """
     change = write.change()
     issue = change.issue
@@ -194,8 +195,7 @@ def apply(write: Write) -> None:
         live_state = live.state
     clashing = drift(change, live_labels, attempt)
     if clashing:
-        record_conflict(write, issue, live_labels, clashing)
-        return
+        return record_conflict(write, issue, live_labels, clashing)
 
     withdrawn = sorted(set(earlier.get("added", [])) - set(live_labels))
     to_add = [label for label in change.add if label not in live_labels and label not in withdrawn]
@@ -238,21 +238,25 @@ def apply(write: Write) -> None:
             applied_at=timezone.now(),
             last_error="",
         )
-        if settled:
-            refresh_local_labels(issue, final_labels, "closed" if sent["closed"] else live_state)
+        if not settled:
+            return None
+        refresh_local_labels(issue, final_labels, "closed" if sent["closed"] else live_state)
+    return issue
 
 
 def _record_progress(write: Write, sent: dict[str, Any]) -> None:
     Write.objects.filter(pk=write.pk, claim_token=write.claim_token).update(sent=dict(sent))
 
 
-def record_conflict(write: Write, issue: Issue, live_labels: list[str], clashing: set[str]) -> None:
+def record_conflict(
+    write: Write, issue: Issue, live_labels: list[str], clashing: set[str]
+) -> Issue | None:
     names = ", ".join(sorted(clashing))
     message = f"Changed on GitHub since it was approved: {names}. Nothing was written."
     log.info("write %s conflicts on %s: %s", write.pk, issue, names)
     with transaction.atomic():
         if not _settle(write, state=Write.State.CONFLICT, claim_token=None, last_error=message):
-            return
+            return None
         # Back to whoever approved it: the approval stands in the history, the item is open again.
         decision = write.decision
         if decision is not None:
@@ -262,12 +266,9 @@ def record_conflict(write: Write, issue: Issue, live_labels: list[str], clashing
         if write.outcome_id is not None:
             AgendaItem.objects.filter(pk=write.outcome_id).update(status=AgendaItem.Status.OPEN)
         refresh_local_labels(issue, live_labels, issue.state)
+    return issue
 
 
 def refresh_local_labels(issue: Issue, labels: list[str], state: str) -> None:
-    from triage.proposing import enqueue, queues_to_propose
-
     Issue.objects.filter(pk=issue.pk).update(labels=sorted(labels), state=state)
     issue.refresh_from_db()
-    for queue in queues_to_propose(issue):
-        enqueue(queue, [issue.pk])

@@ -6,7 +6,6 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Sum
@@ -68,23 +67,6 @@ def queues_to_propose(issue: Issue) -> list[Queue]:
         if not is_fresh(_current(issue, queue), issue, loader.load(queue.rubric)):
             needed.append(queue)
     return needed
-
-
-def enqueue(queue: Queue, issue_ids: list[int]) -> None:
-    """Propose for these issues: a backlog for a model queue goes through one Message Batch."""
-    from triage.tasks import propose_backlog, propose_issue
-
-    # Batches are collected by beat: with tasks run in-process there is none to wait for them.
-    if (
-        queue.proposer != Queue.Proposer.RULES
-        and settings.ANTHROPIC_API_KEY
-        and len(issue_ids) >= settings.TRIAGE_BATCH_THRESHOLD
-        and not current_app.conf.task_always_eager
-    ):
-        propose_backlog.delay_on_commit(queue.pk, issue_ids)
-        return
-    for issue_id in issue_ids:
-        propose_issue.delay_on_commit(issue_id, queue.pk)
 
 
 def spent_today(queue: Queue) -> Decimal:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
@@ -12,7 +12,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from triage import github, ingest
-from triage.models import Queue
+from triage.models import Issue, Queue
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -20,15 +23,13 @@ log = logging.getLogger(__name__)
 PROGRESS_EVERY = 10
 
 
-def sync_queue(queue: Queue) -> int:
+def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
     """Fetch what changed since the queue's cursor; returns how many issues were read.
 
     The first sync reads the open issues of the last TRIAGE_FIRST_SYNC_DAYS; later ones read
-    every state, so that closed or relabelled issues leave the inbox.
+    every state, so that closed or relabelled issues leave the inbox. `on_changed` is called,
+    inside the issue's transaction, for each issue whose content changed.
     """
-    from triage.proposing import queues_to_propose
-    from triage.tasks import propose_issue
-
     if queue.sync_cursor is None:
         since = timezone.now() - timedelta(days=settings.TRIAGE_FIRST_SYNC_DAYS)
         state = "open"
@@ -44,8 +45,7 @@ def sync_queue(queue: Queue) -> int:
             with transaction.atomic():
                 issue, changed = ingest.upsert(queue.repository, fields)
                 if changed:
-                    for target in queues_to_propose(issue):
-                        propose_issue.delay_on_commit(issue.pk, target.pk)
+                    on_changed(issue)
         except (ingest.IssueFormatError, DatabaseError) as exc:
             # One issue that cannot be stored must not stop the queue: it is skipped, reported,
             # and read again when it next changes.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from celery import shared_task
+from celery import current_app, shared_task
 from celery.contrib.django.task import DjangoTask
 from django.conf import settings
 from django.db import transaction
@@ -34,7 +34,7 @@ def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
         return
     queue.refresh_from_db()
     try:
-        sync.sync_queue(queue)
+        sync.sync_queue(queue, on_changed=propose_changed)
     except RetryableGitHubError as exc:
         Queue.objects.filter(pk=queue_id).update(
             sync_state=Queue.SyncState.IDLE,
@@ -70,8 +70,7 @@ def refresh_issue(self: DjangoTask[[str, int], None], repository: str, number: i
     with transaction.atomic():
         issue, changed = ingest.upsert(repository, fields)
         if changed:
-            for queue in proposing.queues_to_propose(issue):
-                proposing.enqueue(queue, [issue.pk])
+            propose_changed(issue)
 
 
 @shared_task(base=DjangoTask)
@@ -93,7 +92,7 @@ def repropose_stale() -> None:
         )
         issue_ids = list(stale.values_list("issue_id", flat=True))
         if issue_ids:
-            proposing.enqueue(queue, issue_ids)
+            propose_later(queue, issue_ids)
 
 
 @shared_task(base=DjangoTask)
@@ -123,7 +122,7 @@ def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
     if write is None:
         return
     try:
-        outbox.apply(write)
+        refreshed = outbox.apply(write)
     except RetryableGitHubError as exc:
         if write.attempts >= settings.TRIAGE_WRITE_MAX_ATTEMPTS:
             outbox.give_up(write, f"Gave up after {write.attempts} attempts: {exc}")
@@ -132,6 +131,10 @@ def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
             raise self.retry(countdown=exc.retry_after, exc=exc) from exc
     except PermanentGitHubError as exc:
         outbox.give_up(write, str(exc))
+    else:
+        if refreshed is not None:
+            # The console now knows the issue as GitHub has it: propose where that is needed.
+            propose_changed(refreshed)
 
 
 @shared_task(base=DjangoTask)
@@ -152,3 +155,24 @@ def send_write(write_id: int) -> None:
 def send_write_on_commit(write_id: int) -> None:
     """Send once the approval that made the write is committed; never fails the request."""
     transaction.on_commit(functools.partial(send_write, write_id))
+
+
+def propose_later(queue: Queue, issue_ids: list[int]) -> None:
+    """Propose for these issues once committed: a model queue's backlog as one Message Batch."""
+    # Batches are collected by beat: with tasks run in-process there is none to wait for them.
+    if (
+        queue.proposer != Queue.Proposer.RULES
+        and settings.ANTHROPIC_API_KEY
+        and len(issue_ids) >= settings.TRIAGE_BATCH_THRESHOLD
+        and not current_app.conf.task_always_eager
+    ):
+        propose_backlog.delay_on_commit(queue.pk, issue_ids)
+        return
+    for issue_id in issue_ids:
+        propose_issue.delay_on_commit(issue_id, queue.pk)
+
+
+def propose_changed(issue: Issue) -> None:
+    """After any change to an issue: a fresh proposal in each queue that needs one."""
+    for queue in proposing.queues_to_propose(issue):
+        propose_later(queue, [issue.pk])

@@ -11,7 +11,8 @@ from django.db import transaction
 
 from triage import ingest
 from triage.models import Issue, Queue
-from triage.proposing import enqueue, queues_to_propose
+from triage.proposing import queues_to_propose
+from triage.tasks import propose_later
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
@@ -83,7 +84,7 @@ class Command(BaseCommand):
                 for queue in queues_to_propose(issue):
                     to_propose[queue].append(issue.pk)
             for queue, issue_ids in to_propose.items():
-                enqueue(queue, issue_ids)
+                propose_later(queue, issue_ids)
         self.stdout.write(
             f"{created} new, {updated} updated, {len(parsed) - created - updated} unchanged"
         )

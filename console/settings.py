@@ -218,6 +218,8 @@ GITHUB_WEB_HOST = env_str("GITHUB_WEB_HOST", "github.com")
 # How far back the first sync of a queue looks; later syncs are incremental.
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)
+# An approval's write waits this long before it is sent: the time to undo it.
+TRIAGE_UNDO_SECONDS = env_float("TRIAGE_UNDO_SECONDS", 10.0)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
 # Oncall weeks start on Monday in this time zone.
 TRIAGE_ROTATION_TIME_ZONE = env_str("TRIAGE_ROTATION_TIME_ZONE", "UTC")

@@ -28,6 +28,7 @@ urlpatterns = [
     path("p/<int:pk>/decide/", views.decide, name="decide"),
     path("w/<int:pk>/", views.write_status, name="write-status"),
     path("w/<int:pk>/retry/", views.retry_write, name="retry-write"),
+    path("w/<int:pk>/undo/", views.undo_write, name="undo-write"),
     path("i/<int:pk>/history/", views.history, name="history"),
     path("rubrics/<str:name>/", views.rubric_detail, name="rubric"),
     path("decisions.<str:fmt>", views.export_decisions, name="export-decisions"),

@@ -12,6 +12,7 @@ from console.celery import app as celery_app
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
 from tests.factories import make_user
 from triage.standins.github import GitHubStandIn
+from triage.tasks import cancel_pending_sends
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -30,6 +31,15 @@ def tasks_in_process(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     celery_app.conf.task_always_eager = django_settings.CELERY_TASK_ALWAYS_EAGER
     celery_app.conf.task_eager_propagates = False
+
+
+@pytest.fixture(autouse=True)
+def no_undo_window(settings: object) -> Iterator[None]:
+    # Writes go at once in tests; the undo tests open the window themselves. A write a test
+    # left waiting on a timer must not be sent into the next test.
+    settings.TRIAGE_UNDO_SECONDS = 0  # type: ignore[attr-defined]
+    yield
+    cancel_pending_sends()
 
 
 @pytest.fixture(autouse=True)

@@ -604,3 +604,22 @@ def test_a_meeting_opened_by_mistake_can_be_deleted_in_the_admin(admin_client):
     )
     assert response.status_code == 302
     assert not Meeting.objects.exists()
+
+
+def test_a_meeting_outcome_can_be_undone_within_its_window(client, oncall, standin, settings):
+    settings.TRIAGE_UNDO_SECONDS = 10
+    issue = on_github(standin, 231, ["oncall: pt2", "triage review"])
+    item = item_of(built(), issue)
+    decide_item(item, oncall, "high priority")
+    write = Write.objects.get(outcome=item)
+    assert write.undo_seconds_left > 0
+    client.force_login(oncall)
+
+    response = client.post(reverse("undo-write", args=[write.pk]))
+
+    assert response.status_code == 302 and f"#item-{item.pk}" in response["Location"]
+    item.refresh_from_db()
+    write.refresh_from_db()
+    assert item.status == AgendaItem.Status.OPEN
+    assert write.state == Write.State.WITHDRAWN
+    assert "high priority" not in standin.label_names(REPO, 231)

@@ -247,3 +247,26 @@ def test_an_edit_that_is_refused_shows_why_and_stays_on_the_issue(
     expect(page.locator("#edit-panel")).to_have_attribute("open", "")
     # Still on the issue's own address, which a reload can GET (not the POST-only /decide/).
     expect(page).to_have_url(_proposal_url(first))
+
+
+def test_u_undoes_an_accept_within_its_window(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn, settings: Any
+) -> None:
+    settings.TRIAGE_UNDO_SECONDS = 30
+    first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
+    log_in(page, "oncall")
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+
+    page.keyboard.press("a")
+
+    _expect_issue(page, second)
+    card = page.locator(".decision-card").filter(has_text=f"#{first.issue.number}")
+    expect(card).to_contain_text("Sending to GitHub in")
+    page.keyboard.press("u")
+
+    # Back on the undone issue, its proposal pending again; nothing reached GitHub.
+    _expect_issue(page, first)
+    first.refresh_from_db()
+    assert first.status == Proposal.Status.PENDING
+    assert standin.writes() == []

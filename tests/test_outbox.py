@@ -216,12 +216,22 @@ def test_rate_limit_honours_the_reset_header(standin):
     assert 100 <= failure.value.retry_after <= 122
 
 
+def due_now(write: Write) -> None:
+    Write.objects.filter(pk=write.pk).update(due_at=timezone.now())
+
+
 def test_task_retries_a_rate_limit_after_retry_after(standin, caplog):
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 429, retry_after=30, times=1)
-    # Eager mode runs Celery's retry at once; a worker would wait the countdown it logs.
-    apply_write.apply(args=(write.pk,), throw=False)
-    assert "Retry in 30" in caplog.text
+    apply_write.delay(write.pk)
+    assert "retry in 30 s" in caplog.text
+    write.refresh_from_db()
+    assert write.state == Write.State.QUEUED
+    assert 25 < (write.due_at - timezone.now()).total_seconds() <= 30
+    assert outbox.claim(write.pk) is None  # not before its time
+
+    due_now(write)
+    apply_write.delay(write.pk)
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert write.attempts == 2
@@ -231,7 +241,9 @@ def test_task_gives_up_after_the_attempt_limit(standin, settings):
     settings.TRIAGE_WRITE_MAX_ATTEMPTS = 2
     number, write = decided(standin)
     standin.inject("GET", rf"/issues/{number}$", 502, times=5)
-    apply_write.apply(args=(write.pk,), throw=False)
+    apply_write.delay(write.pk)
+    due_now(write)
+    apply_write.delay(write.pk)
     write.refresh_from_db()
     assert write.state == Write.State.FAILED
     assert write.attempts == 2
@@ -468,3 +480,86 @@ def test_a_comment_github_posted_after_the_client_gave_up_is_not_posted_again(st
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert len(standin.comments(REPO, number)) == 1
+
+
+# ----------------------------------------------------------------------------- undo
+
+
+def test_a_write_waits_out_its_undo_window_before_it_can_be_claimed(standin, settings):
+    settings.TRIAGE_UNDO_SECONDS = 10
+    number, write = decided(standin)
+    assert write.undo_seconds_left in (9, 10)
+    assert outbox.claim(write.pk) is None
+    Write.objects.filter(pk=write.pk).update(due_at=timezone.now() - timedelta(seconds=1))
+    write = claimed(write)
+    outbox.apply(write)
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_undo_withdraws_the_write_and_puts_the_issue_back(client, standin, settings):
+    settings.TRIAGE_UNDO_SECONDS = 10
+    number, write = decided(standin)
+    assert write.decision is not None
+    proposal = write.decision.proposal
+    client.force_login(make_user("undoer", oncall=True))
+
+    page = client.get(f"/p/{proposal.pk}/?after={write.decision.pk}").content.decode()
+    assert "Undo (<kbd>u</kbd>)" in page and 'data-key="u"' in page
+    response = client.post(f"/w/{write.pk}/undo/")
+
+    assert response.status_code == 302
+    write.refresh_from_db()
+    proposal.refresh_from_db()
+    assert write.state == Write.State.WITHDRAWN
+    assert proposal.status == Proposal.Status.PENDING
+    # Nothing is ever sent, even by beat.
+    Write.objects.filter(pk=write.pk).update(due_at=timezone.now() - timedelta(minutes=5))
+    resend_stale_writes.delay()
+    assert standin.writes() == []
+    assert "triage review" not in standin.label_names(REPO, number)
+
+
+def test_after_the_undo_window_undo_is_gone_and_the_write_goes(client, standin, settings):
+    settings.TRIAGE_UNDO_SECONDS = 10
+    number, write = decided(standin)
+    Write.objects.filter(pk=write.pk).update(due_at=timezone.now() - timedelta(seconds=1))
+    write.refresh_from_db()
+    assert write.undo_seconds_left == 0
+    client.force_login(make_user("late", oncall=True))
+    client.post(f"/w/{write.pk}/undo/")
+    write.refresh_from_db()
+    assert write.state == Write.State.QUEUED
+    apply_write.delay(write.pk)
+    assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_a_viewer_cannot_undo(client, standin, settings):
+    settings.TRIAGE_UNDO_SECONDS = 10
+    _, write = decided(standin)
+    client.force_login(make_user("viewer", oncall=False))
+    assert client.post(f"/w/{write.pk}/undo/").status_code == 403
+    write.refresh_from_db()
+    assert write.state == Write.State.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_in_process_tasks_send_the_write_when_the_window_closes(standin, settings):
+    import time
+
+    from tests.factories import ensure_default_queues
+    from triage.tasks import send_write_on_commit
+
+    ensure_default_queues()
+    settings.TRIAGE_UNDO_SECONDS = 0.5
+    number, write = decided(standin)
+    send_write_on_commit(write.pk)  # autocommit: the window starts now
+    time.sleep(0.2)
+    write.refresh_from_db()
+    assert write.state == Write.State.QUEUED  # still undoable
+
+    deadline = time.monotonic() + 5
+    while write.state != Write.State.APPLIED and time.monotonic() < deadline:
+        time.sleep(0.05)
+        write.refresh_from_db()
+    assert write.state == Write.State.APPLIED
+    assert "triage review" in standin.label_names(REPO, number)

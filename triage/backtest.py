@@ -342,7 +342,7 @@ def cases_from_history(queue: Queue) -> Iterator[Case]:
     latest: dict[int, Decision] = {}
     decisions = (
         Decision.objects.filter(proposal__queue=queue)
-        .exclude(write__state="conflict")
+        .exclude(write__state__in=["conflict", "withdrawn"])
         .select_related("proposal__issue")
         .order_by("decided_at", "pk")
     )

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -439,6 +440,8 @@ class Write(models.Model):
         APPLIED = "applied"
         FAILED = "failed"
         CONFLICT = "conflict"
+        # Undone within the grace period: nothing was sent, the approval is withdrawn.
+        WITHDRAWN = "withdrawn"
 
     decision = models.OneToOneField(
         Decision, on_delete=models.CASCADE, related_name="write", null=True, blank=True
@@ -498,7 +501,19 @@ class Write(models.Model):
 
     @property
     def is_settled(self) -> bool:
-        return self.state in (Write.State.APPLIED, Write.State.FAILED, Write.State.CONFLICT)
+        return self.state in (
+            Write.State.APPLIED,
+            Write.State.FAILED,
+            Write.State.CONFLICT,
+            Write.State.WITHDRAWN,
+        )
+
+    @property
+    def undo_seconds_left(self) -> int:
+        """Seconds left to undo: a queued write that has not reached its due time."""
+        if self.state != Write.State.QUEUED or self.attempts:
+            return 0
+        return max(0, math.ceil((self.due_at - timezone.now()).total_seconds()))
 
 
 class RotationWeek(models.Model):

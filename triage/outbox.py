@@ -16,6 +16,7 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -47,11 +48,16 @@ def decide(proposal: Proposal, **fields: Any) -> Decision | None:
     return decision
 
 
+def _due() -> datetime:
+    # The grace period in which the approval can still be undone.
+    return timezone.now() + timedelta(seconds=settings.TRIAGE_UNDO_SECONDS)
+
+
 def for_decision(decision: Decision) -> Write | None:
     """The write of a decision, in the caller's transaction; a rejection writes nothing."""
     if decision.kind == Decision.Kind.REJECT:
         return None
-    return Write.objects.create(decision=decision)
+    return Write.objects.create(decision=decision, due_at=_due())
 
 
 def for_outcome(item: AgendaItem) -> Write:
@@ -62,14 +68,14 @@ def for_outcome(item: AgendaItem) -> Write:
     """
     write = Write.objects.filter(outcome=item).first()
     if write is None:
-        return Write.objects.create(outcome=item)
+        return Write.objects.create(outcome=item, due_at=_due())
     now = timezone.now()
     Write.objects.filter(pk=write.pk).update(
         state=Write.State.QUEUED,
         attempts=0,
         claimed_at=None,
         claim_token=None,
-        due_at=now,
+        due_at=_due(),
         last_error="",
         sent={},
         applied_at=None,
@@ -77,6 +83,24 @@ def for_outcome(item: AgendaItem) -> Write:
     )
     write.refresh_from_db()
     return write
+
+
+def undo(write: Write) -> bool:
+    """Withdraw a write still in its grace period: nothing is sent, and the approval's item is
+    open again (the proposal back in the inbox as it was, or the agenda item undecided)."""
+    with transaction.atomic():
+        withdrawn = Write.objects.filter(
+            pk=write.pk, state=Write.State.QUEUED, attempts=0, due_at__gt=timezone.now()
+        ).update(state=Write.State.WITHDRAWN, last_error="Undone before it was sent.")
+        if not withdrawn:
+            return False
+        if write.decision_id is not None:
+            Proposal.objects.filter(
+                decisions__pk=write.decision_id, status=Proposal.Status.DECIDED
+            ).update(status=Proposal.Status.PENDING)
+        if write.outcome_id is not None:
+            AgendaItem.objects.filter(pk=write.outcome_id).update(status=AgendaItem.Status.OPEN)
+    return True
 
 
 def requeue(write: Write) -> bool:
@@ -114,7 +138,7 @@ def claim(write_id: int) -> Write | None:
     claimed = (
         Write.objects.filter(pk=write_id)
         .filter(
-            Q(state=Write.State.QUEUED)
+            Q(state=Write.State.QUEUED, due_at__lte=now)
             | Q(state=Write.State.RUNNING, claimed_at__lt=now - CLAIM_LEASE)
         )
         .update(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 
 from celery import current_app, shared_task
 from celery.contrib.django.task import DjangoTask
+from django import db
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -116,8 +118,8 @@ def collect_batches() -> None:
             batching.collect(batch)
 
 
-@shared_task(base=DjangoTask, bind=True, max_retries=None)
-def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
+@shared_task(base=DjangoTask)
+def apply_write(write_id: int) -> None:
     write = outbox.claim(write_id)
     if write is None:
         return
@@ -128,7 +130,9 @@ def apply_write(self: DjangoTask[[int], None], write_id: int) -> None:
             outbox.give_up(write, f"Gave up after {write.attempts} attempts: {exc}")
             return
         if outbox.postpone(write, str(exc), exc.retry_after):
-            raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+            # The row is due again then; this message is one way of getting there, beat the other.
+            log.info("write %s: %s; retry in %.0f s", write.pk, exc, exc.retry_after)
+            send_write(write.pk, countdown=exc.retry_after)
     except PermanentGitHubError as exc:
         outbox.give_up(write, str(exc))
     else:
@@ -144,17 +148,48 @@ def resend_stale_writes() -> None:
         send_write(write_id)
 
 
-def send_write(write_id: int) -> None:
-    """Send a write's task now. A broker outage leaves the row queued: beat sends it later."""
+def send_write(write_id: int, countdown: float = 0.0) -> None:
+    """Send a write's task, to run `countdown` seconds from now. A broker outage leaves the row
+    queued: beat sends it later."""
     try:
-        apply_write.delay(write_id)
+        if countdown <= 0:
+            apply_write.delay(write_id)
+        elif current_app.conf.task_always_eager:
+            # In-process tasks ignore a countdown: wait it out on a timer thread.
+            timer = threading.Timer(countdown, _send_in_thread, args=(write_id,))
+            timer.daemon = True
+            _timers.add(timer)
+            timer.start()
+        else:
+            apply_write.apply_async((write_id,), countdown=countdown)
     except KombuError as exc:
         log.warning("write %s not sent (%s); resend_stale_writes will send it", write_id, exc)
 
 
+def _send_in_thread(write_id: int) -> None:
+    _timers.discard(threading.current_thread())
+    try:
+        send_write(write_id)
+    finally:
+        db.connections.close_all()
+
+
+# Writes waiting in this process (in-process tasks only): a worker's broker holds them otherwise.
+_timers: set[threading.Timer] = set()
+
+
+def cancel_pending_sends() -> None:
+    """Forget writes waiting on timers in this process; the table still holds them for beat."""
+    for timer in list(_timers):
+        timer.cancel()
+    _timers.clear()
+
+
 def send_write_on_commit(write_id: int) -> None:
-    """Send once the approval that made the write is committed; never fails the request."""
-    transaction.on_commit(functools.partial(send_write, write_id))
+    """Send once the approval that made the write is committed, when its undo window has
+    passed; never fails the request."""
+    countdown = float(settings.TRIAGE_UNDO_SECONDS)
+    transaction.on_commit(functools.partial(send_write, write_id, countdown))
 
 
 def propose_later(queue: Queue, issue_ids: list[int]) -> None:

@@ -291,6 +291,31 @@ def write_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
+def undo_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Withdraw an approval's write within its undo window; the issue is back in the inbox."""
+    if not can_decide(request):
+        raise PermissionDenied("Only oncalls may undo a decision.")
+    write = get_object_or_404(
+        Write.objects.select_related("decision__proposal", "outcome__meeting"), pk=pk
+    )
+    undone = outbox.undo(write)
+    if write.outcome is not None:
+        meeting_url = reverse("meeting", args=[write.outcome.meeting.date.isoformat()])
+        return redirect(f"{meeting_url}#item-{write.outcome_id}")
+    assert write.decision is not None
+    if request.htmx:
+        decision = Decision.objects.select_related("write", "proposal__issue").get(
+            pk=write.decision.pk
+        )
+        response = render(request, "triage/issue.html#decision-card", {"decision": decision})
+        if undone:
+            # Back to the issue, with its proposal as it was.
+            response["HX-Redirect"] = reverse("proposal", args=[write.decision.proposal_id])
+        return response
+    return redirect("proposal", pk=write.decision.proposal_id)
+
+
+@require_POST
 def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     write = _get_write_to_retry(request, pk)
     if outbox.requeue(write):

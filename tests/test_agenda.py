@@ -623,3 +623,20 @@ def test_a_meeting_outcome_can_be_undone_within_its_window(client, oncall, stand
     assert item.status == AgendaItem.Status.OPEN
     assert write.state == Write.State.WITHDRAWN
     assert "high priority" not in standin.label_names(REPO, 231)
+
+
+def test_an_outcome_and_its_write_are_in_the_issues_history(
+    client, oncall, standin, django_capture_on_commit_callbacks
+):
+    issue = on_github(standin, 241, ["oncall: pt2", "triage review"])
+    item = item_of(built(), issue)
+    with django_capture_on_commit_callbacks(execute=True):
+        decide_item(item, oncall, "high priority", note="Seen in three models")
+    client.force_login(oncall)
+
+    html = client.get(reverse("history", args=[issue.pk])).content.decode()
+
+    assert f"Triage review {TODAY.isoformat()} · High priority confirmed" in html
+    assert "Seen in three models" in html
+    assert "GitHub write:" in html and "applied" in html
+    assert '<span class="chip add">high priority</span>' in html

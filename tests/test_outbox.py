@@ -563,3 +563,36 @@ def test_in_process_tasks_send_the_write_when_the_window_closes(standin, setting
         write.refresh_from_db()
     assert write.state == Write.State.APPLIED
     assert "triage review" in standin.label_names(REPO, number)
+
+
+def test_history_shows_every_write_as_text_decisions_and_outcomes(client, standin):
+    _number, write = decided(standin, comment_body="Could you share a reproducer?")
+    apply_write.delay(write.pk)
+    write.refresh_from_db()
+    assert write.decision is not None
+    issue = write.decision.proposal.issue
+    client.force_login(make_user("reader", oncall=False))
+
+    html = client.get(f"/i/{issue.pk}/history/").content.decode()
+
+    assert "GitHub write:" in html and "applied" in html
+    assert 'Added <span class="chip add">triage review</span>' in html
+    assert f'#issuecomment-{write.sent["comment_id"]}"' in html
+    assert "{&#x27;added&#x27;" not in html and "{'added'" not in html
+
+
+def test_the_conflict_card_says_where_the_issue_went(client, standin):
+    number, write = decided(standin)
+    # Someone finishes the triage on GitHub: the issue leaves the pt2 queue.
+    standin.set_labels(REPO, number, ["oncall: pt2", "triage review", "triaged"])
+    apply_write.delay(write.pk)
+    write.refresh_from_db()
+    assert write.state == Write.State.CONFLICT
+    assert write.decision is not None
+    client.force_login(make_user("reader2", oncall=True))
+
+    html = client.get(f"/w/{write.pk}/").content.decode()
+
+    assert "Conflict: Changed on GitHub since it was approved: triage review" in html
+    assert "The issue has left the PT2 queue" in html
+    assert '<span class="chip">triaged</span>' in html

@@ -467,3 +467,34 @@ def test_two_oncalls_deciding_at_the_same_moment_make_one_decision(transactional
         assert len([m for m in made if m is not None]) == 1, round_
         assert proposal.decisions.count() == 1
         assert Write.objects.filter(decision__proposal=proposal).count() == 1
+
+
+def test_a_decision_posted_after_the_session_ended_is_filled_in_again_after_login(client, proposal):
+    from django.contrib.auth import get_user_model
+
+    user = make_user("returning", oncall=True)
+    user.set_password("pw-returning")
+    user.save()
+    data = {
+        "kind": "edit",
+        "add": ["module: dynamo", "module: inductor"],
+        "comment": "Could you try aot_eager?",
+        "note": "typed before lunch",
+    }
+    # The session ended while the form was open: the POST arrives anonymous.
+    response = client.post(reverse("decide", args=[proposal.pk]), data)
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    assert not proposal.decisions.exists()
+
+    response = client.post(
+        response["Location"], {"username": "returning", "password": "pw-returning"}, follow=True
+    )
+
+    assert response.status_code == 200
+    assert response.redirect_chain[-1][0].startswith(reverse("proposal", args=[proposal.pk]))
+    html = response.content.decode()
+    assert "You were signed out before your edit was saved" in html
+    assert '<details id="edit-panel" open>' in html
+    assert 'value="module: inductor"' in html
+    assert "Could you try aot_eager?</textarea>" in html and 'value="typed before lunch"' in html
+    assert get_user_model().objects.get(username="returning").decision_set.count() == 0

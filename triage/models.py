@@ -391,6 +391,19 @@ class Decision(models.Model):
     def comment_marker(self) -> str:
         return comment_marker("decision", self.pk)
 
+    def followup(self) -> Proposal | None:
+        """Where the issue went after this decision's write conflicted: its pending proposal in
+        the same queue, or None when it left the queue."""
+        return (
+            Proposal.objects.filter(
+                issue_id=self.proposal.issue_id,
+                queue_id=self.proposal.queue_id,
+                status=Proposal.Status.PENDING,
+            )
+            .order_by("-pk")
+            .first()
+        )
+
     def summary(self) -> str:
         """Who decided what, in one line: shown to an oncall who came second."""
         changes = [f"+{label}" for label in self.add_labels] + [

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.contrib.auth import authenticate, login
 from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Prefetch, QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
@@ -20,7 +21,7 @@ from django_htmx.http import push_url
 
 from triage import outbox, rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.models import Decision, Issue, Proposal, Queue, RotationWeek, Write
+from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.spreadsheets import csv_cell
@@ -220,11 +221,40 @@ def proposal_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
         if current:
             return redirect(f"{reverse('proposal', args=[current.pk])}?order={_order(request)}")
-    return render(request, "triage/issue.html", _issue_context(request, proposal, _order(request)))
+    context = _issue_context(request, proposal, _order(request))
+    pending = request.session.pop(PENDING_DECISION, None)
+    if isinstance(pending, dict) and pending.get("proposal") == proposal.pk:
+        fields = pending.get("fields") or {}
+        context["draft"] = {
+            "kind": (fields.get("kind") or [""])[0],
+            "add": [label for label in fields.get("add", []) if label],
+            "remove": fields.get("remove", []),
+            "comment": (fields.get("comment") or [""])[0],
+            "close": bool(fields.get("close")),
+            "note": (fields.get("note") or [""])[0],
+        }
+    return render(request, "triage/issue.html", context)
 
 
+# A decision posted by a session that had ended waits here (in the new session) until the
+# oncall, logged in again, is back on its issue with the form as it was.
+PENDING_DECISION = "pending-decision"
+DECISION_FIELDS = ("kind", "add", "remove", "comment", "close", "note")
+
+
+@login_not_required
 @require_POST
 def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    if not request.user.is_authenticated:
+        # Keep what was typed: logging in again must not lose it (nor answer 405 on a GET).
+        request.session[PENDING_DECISION] = {
+            "proposal": pk,
+            "fields": {
+                key: [value[:5000] for value in request.POST.getlist(key)[:20]]
+                for key in DECISION_FIELDS
+            },
+        }
+        return redirect_to_login(f"{reverse('proposal', args=[pk])}?order={_order(request)}")
     proposal = _get_proposal_to_decide(request, pk)
     order = _order(request)
     try:
@@ -336,7 +366,13 @@ def history(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         .prefetch_related(Prefetch("decisions", queryset=decisions))
         .order_by("created_at", "pk")
     )
-    return render(request, "triage/history.html", {"issue": issue, "proposals": proposals})
+    outcomes = (
+        AgendaItem.objects.filter(issue=issue, decided_at__isnull=False)
+        .select_related("meeting", "decided_by", "write")
+        .order_by("decided_at")
+    )
+    context = {"issue": issue, "proposals": proposals, "outcomes": outcomes}
+    return render(request, "triage/history.html", context)
 
 
 @require_GET

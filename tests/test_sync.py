@@ -229,7 +229,7 @@ def test_an_issue_that_cannot_be_stored_is_skipped_and_reported(
 
 def test_a_sync_that_breaks_says_so_at_once(standin, django_capture_on_commit_callbacks):
     # GitHub (here its stand-in) answers the listing with something that is not a list.
-    standin.inject("GET", rf"/repos/{REPO}/issues$", 200, body={"unexpected": "shape"})
+    standin.inject("GET", rf"/repos/{REPO}/issues$", 200, body={"unexpected": "shape"}, times=2)
     queue = Queue.objects.get(slug="pt2")
     with pytest.raises(TypeError), django_capture_on_commit_callbacks(execute=True):
         sync_queue.delay(queue.pk)
@@ -281,3 +281,51 @@ def test_two_syncs_storing_the_same_new_issue_do_not_collide():
         thread.join(timeout=10)
     assert errors == []
     assert Issue.objects.filter(number=77).count() == 1
+
+
+def test_an_unchanged_queue_is_polled_for_free(standin, django_capture_on_commit_callbacks):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60), comments=["first"]))
+    standin.add_issue(REPO, raw_issue(2, created=recent(50)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    sync("pt2", django_capture_on_commit_callbacks)  # the cursor settles on the newest issue
+    standin.reset_log()
+    budget_before = Queue.objects.get(slug="pt2").rate_remaining
+
+    queue = sync("pt2", django_capture_on_commit_callbacks)
+
+    counted = [r for r in standin.requests if r.path != "/rate_limit"]
+    assert [r.path for r in counted] == [f"/repos/{REPO}/issues"]
+    assert counted[0].headers.get("If-None-Match")
+    assert standin.not_modified == 1
+    assert queue.sync_state == Queue.SyncState.IDLE
+    assert queue.rate_remaining == budget_before  # a 304 costs nothing
+
+
+def test_comments_are_read_only_when_their_count_changed(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60), comments=["first"]))
+    sync("pt2", django_capture_on_commit_callbacks)
+    # A label changes: the issue is listed again, but its one comment is already stored.
+    standin.set_labels(REPO, 1, ["oncall: pt2", "module: dynamo"])
+    standin.reset_log()
+    sync("pt2", django_capture_on_commit_callbacks)
+    assert not [r for r in standin.requests if r.path.endswith("/comments")]
+    assert Issue.objects.get(number=1).comments[0]["body"] == "first"
+
+    standin.add_comment(REPO, 1, "second")
+    standin.reset_log()
+    sync("pt2", django_capture_on_commit_callbacks)
+    assert [r for r in standin.requests if r.path.endswith("/comments")]
+    assert [c["body"] for c in Issue.objects.get(number=1).comments] == ["first", "second"]
+
+
+def test_the_inbox_shows_the_rate_limit_budget(
+    client, oncall, standin, django_capture_on_commit_callbacks
+):
+    from django.urls import reverse
+
+    sync("pt2", django_capture_on_commit_callbacks)
+    client.force_login(oncall)
+    html = client.get(reverse("inbox", args=["pt2"])).content.decode()
+    assert "GitHub budget:" in html and "of 5000 requests left this hour" in html

@@ -17,7 +17,7 @@ from django.conf import settings
 from github import Auth, Github, GithubException
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
     from datetime import datetime
 
     from github.Issue import Issue as GithubIssue
@@ -112,13 +112,54 @@ def translated_errors(attempt: int = 1) -> Iterator[None]:
         raise RetryableGitHubError(f"GitHub unreachable: {exc}", backoff(attempt)) from exc
 
 
+def listing_unchanged(
+    repository: str, *, labels: list[str], since: datetime | None, state: str, etag: str
+) -> tuple[bool, str]:
+    """Ask for the first page of the listing with the stored ETag: (True, etag) when GitHub
+    answers 304, which costs no rate-limit unit; else (False, the new ETag)."""
+    gh = client()
+    parameters: dict[str, Any] = {
+        "state": state,
+        "sort": "updated",
+        "direction": "asc",
+        "per_page": 100,
+    }
+    if labels:
+        parameters["labels"] = ",".join(labels)
+    if since is not None:
+        parameters["since"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    headers = {"If-None-Match": etag} if etag else {}
+    with translated_errors():
+        status, response_headers, output = gh.requester.requestJson(
+            "GET", f"/repos/{repository}/issues", parameters, headers
+        )
+        if status >= 400:
+            raise GithubException(status, output, response_headers)
+    new_etag = str(_header(response_headers, "etag") or "")
+    return status == 304, new_etag or etag
+
+
+def rate_budget() -> tuple[int, int, datetime]:
+    """GitHub's core rate limit now: remaining, limit, reset time (asking is free)."""
+    with translated_errors():
+        core = client().get_rate_limit().resources.core
+        return core.remaining, core.limit, core.reset
+
+
 def iter_issues(
-    repository: str, *, labels: list[str], since: datetime | None, state: str
-) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    repository: str,
+    *,
+    labels: list[str],
+    since: datetime | None,
+    state: str,
+    known_comments: Callable[[int], int | None] | None = None,
+) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]] | None]]:
     """Issues of a repository with their comments, oldest update first, in GitHub's REST shape.
 
     Sorting by update time ascending lets a sync that is interrupted resume from the last
-    `updated_at` it stored. Pull requests are left out.
+    `updated_at` it stored. Pull requests are left out. Comments are read only for an issue
+    whose comment count differs from what `known_comments(number)` says is stored: None says
+    they were not read.
     """
     gh = client()
     with translated_errors():
@@ -132,6 +173,10 @@ def iter_issues(
             # `pull_request` is absent from plain issues, and reading an absent attribute makes
             # PyGithub fetch the whole issue again; a pull request's page is under /pull/.
             if "/pull/" in issue.html_url:
+                continue
+            known = known_comments(issue.number) if known_comments is not None else None
+            if known is not None and known == issue.comments:
+                yield _issue_dict(issue), None
                 continue
             comments = [_comment_dict(c) for c in issue.get_comments()] if issue.comments else []
             yield _issue_dict(issue), comments

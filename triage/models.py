@@ -71,6 +71,12 @@ class Queue(models.Model):
     sync_finished_at = models.DateTimeField(null=True, blank=True)
     sync_seen = models.PositiveIntegerField(default=0)
     sync_error = models.TextField(blank=True)
+    # The ETag of the last listing: a poll that finds nothing new is answered 304, for free.
+    sync_etag = models.CharField(max_length=200, blank=True)
+    # GitHub's core rate limit as the last sync left it.
+    rate_remaining = models.PositiveIntegerField(null=True, blank=True)
+    rate_limit = models.PositiveIntegerField(null=True, blank=True)
+    rate_reset_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["position", "slug"]

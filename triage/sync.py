@@ -37,8 +37,24 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
         since, state = queue.sync_cursor, "all"
     seen = 0
     skipped: list[str] = []
+    labels = list(queue.require_labels)
+    unchanged, etag = github.listing_unchanged(
+        queue.repository, labels=labels, since=since, state=state, etag=queue.sync_etag
+    )
+    if unchanged:
+        _finish(queue, seen=0, etag=etag, error="")
+        return 0
+
+    def known_comments(number: int) -> int | None:
+        stored = (
+            Issue.objects.filter(repository=queue.repository, number=number)
+            .values_list("comments", flat=True)
+            .first()
+        )
+        return None if stored is None else len(stored)
+
     for raw, comments in github.iter_issues(
-        queue.repository, labels=list(queue.require_labels), since=since, state=state
+        queue.repository, labels=labels, since=since, state=state, known_comments=known_comments
     ):
         try:
             fields = ingest.parse(raw, comments)
@@ -59,18 +75,28 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
         seen += 1
         if seen % PROGRESS_EVERY == 0:
             Queue.objects.filter(pk=queue.pk).update(sync_cursor=queue.sync_cursor, sync_seen=seen)
+    error = (
+        f"Skipped {len(skipped)} issue(s) that could not be stored: " + "; ".join(skipped[:5])
+        if skipped
+        else ""
+    )
+    _finish(queue, seen=seen, etag=etag, error=error)
+    return seen
+
+
+def _finish(queue: Queue, *, seen: int, etag: str, error: str) -> None:
+    remaining, limit, reset = github.rate_budget()
     Queue.objects.filter(pk=queue.pk).update(
         sync_cursor=queue.sync_cursor,
         sync_seen=seen,
         sync_state=Queue.SyncState.IDLE,
         sync_finished_at=timezone.now(),
-        sync_error=(
-            f"Skipped {len(skipped)} issue(s) that could not be stored: " + "; ".join(skipped[:5])
-            if skipped
-            else ""
-        ),
+        sync_error=error,
+        sync_etag=etag,
+        rate_remaining=remaining,
+        rate_limit=limit,
+        rate_reset_at=reset,
     )
-    return seen
 
 
 def _updated_at(raw: Any) -> datetime | None:

@@ -46,7 +46,14 @@ BOT_LOGIN = "triage-console-bot"
 HUMAN_LOGIN = "octocat"
 DOCS_URL = "https://docs.github.com/rest"
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
-RECORDED_HEADERS = ("Authorization", "User-Agent", "Accept", "Content-Type", "X-GitHub-Api-Version")
+RECORDED_HEADERS = (
+    "Authorization",
+    "User-Agent",
+    "Accept",
+    "Content-Type",
+    "X-GitHub-Api-Version",
+    "If-None-Match",
+)
 EDITABLE_FIELDS = frozenset({"title", "body", "state", "state_reason", "labels", "assignees"})
 
 FAULT_MESSAGES = {
@@ -329,6 +336,8 @@ class GitHubStandIn:
         self.webhook_url: str | None = None
         self.webhook_secret = ""
         self.deliveries: list[dict[str, Any]] = []
+        # GETs answered 304 Not Modified (a conditional request that found nothing new).
+        self.not_modified = 0
         self._outgoing: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._sender: threading.Thread | None = None
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
@@ -620,7 +629,8 @@ class GitHubStandIn:
         if fault is not None and fault.delay > 0 and self._stopping.wait(fault.delay):
             return None
         with self._lock:
-            counts = path != "/rate_limit"  # as on GitHub, asking about the limit is free
+            # As on GitHub, asking about the limit is free, and so is a 304 (below).
+            counts = path != "/rate_limit"
             if counts:
                 self._spend_rate_limit()
             if fault is not None and fault.status:
@@ -645,6 +655,19 @@ class GitHubStandIn:
                     # look like a network fault and send the client's retry logic astray.
                     traceback.print_exc()
                     reply = _Reply(500, {"message": f"Stand-in error: {error!r}"})
+            if method == "GET" and reply.status == 200:
+                etag = (
+                    '"'
+                    + hashlib.sha1(json.dumps(reply.body, sort_keys=True).encode()).hexdigest()
+                    + '"'
+                )
+                reply.headers["ETag"] = etag
+                if headers.get("If-None-Match") == etag:
+                    # Unchanged: no body, and GitHub does not count it against the rate limit.
+                    self.not_modified += 1
+                    if counts:
+                        self._rate_remaining = min(self._rate_remaining + 1, RATE_LIMIT)
+                    reply = _Reply(304, None, {"ETag": etag})
             return self._finish(reply)
 
     def _take_fault(self, method: str, path: str) -> _Fault | None:

@@ -207,6 +207,8 @@ CELERY_BEAT_SCHEDULE = {
 GITHUB_API_URL = env_str("GITHUB_API_URL", "https://api.github.com")
 GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "")
 GITHUB_TIMEOUT_SECONDS = env_float("GITHUB_TIMEOUT_SECONDS", 15.0)
+# The first wait after a 5xx or a timeout; each further attempt waits twice as long.
+GITHUB_BACKOFF_SECONDS = env_float("GITHUB_BACKOFF_SECONDS", 5.0)
 # PyGithub throttles writes to stay clear of GitHub's secondary rate limits.
 GITHUB_SECONDS_BETWEEN_WRITES = env_float("GITHUB_SECONDS_BETWEEN_WRITES", 1.0)
 GITHUB_DEFAULT_REPOSITORY = env_str("GITHUB_DEFAULT_REPOSITORY", "pytorch/pytorch")
@@ -218,6 +220,10 @@ GITHUB_WEB_HOST = env_str("GITHUB_WEB_HOST", "github.com")
 # How far back the first sync of a queue looks; later syncs are incremental.
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)
+# A worker holds a write this long at most (its claim's lease); a write still queued this long
+# after it was due is sent again by beat.
+TRIAGE_WRITE_LEASE_SECONDS = env_float("TRIAGE_WRITE_LEASE_SECONDS", 300.0)
+TRIAGE_RESEND_AFTER_SECONDS = env_float("TRIAGE_RESEND_AFTER_SECONDS", 60.0)
 # An approval's write waits this long before it is sent: the time to undo it.
 TRIAGE_UNDO_SECONDS = env_float("TRIAGE_UNDO_SECONDS", 10.0)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)

@@ -9,7 +9,7 @@ from django.utils import timezone
 from tests.factories import REPO, make_user, raw_issue
 from triage import outbox
 from triage.github import PermanentGitHubError, RetryableGitHubError
-from triage.models import CLAIM_LEASE, Decision, Proposal, Write
+from triage.models import Decision, Proposal, Write
 from triage.proposing import propose
 from triage.tasks import apply_write, resend_stale_writes
 
@@ -350,7 +350,7 @@ def test_a_queued_write_whose_message_was_lost_is_sent_again_by_beat(standin):
     number, write = decided(standin)
     # Nothing sent it: the broker was down when the decision was committed.
     assert outbox.due_for_resend() == []
-    age(write, due=outbox.RESEND_AFTER + timedelta(seconds=5))
+    age(write, due=outbox.resend_after() + timedelta(seconds=5))
     assert outbox.due_for_resend() == [write.pk]
 
     resend_stale_writes.delay()
@@ -383,7 +383,7 @@ def test_a_write_left_running_by_a_dead_worker_is_taken_over_and_posts_once(stan
     # kill -9: nothing settled the row, it stays running with the dead worker's claim.
     assert Write.objects.get(pk=write.pk).state == Write.State.RUNNING
     assert outbox.due_for_resend() == []
-    age(write, claimed=CLAIM_LEASE + timedelta(seconds=5))
+    age(write, claimed=outbox.lease() + timedelta(seconds=5))
 
     resend_stale_writes.delay()
 
@@ -397,7 +397,7 @@ def test_a_write_left_running_by_a_dead_worker_is_taken_over_and_posts_once(stan
 def test_a_worker_that_lost_its_claim_cannot_overwrite_the_newer_result(standin):
     _, write = decided(standin)
     late = claimed(write)
-    age(write, claimed=CLAIM_LEASE + timedelta(seconds=5))
+    age(write, claimed=outbox.lease() + timedelta(seconds=5))
     newer = claimed(write)
     outbox.apply(newer)
     assert Write.objects.get(pk=write.pk).state == Write.State.APPLIED
@@ -454,7 +454,7 @@ def test_a_decision_made_while_the_broker_is_down_is_kept_and_sent_later(
     write = Write.objects.get(decision__proposal=proposal)
     assert (write.state, write.attempts) == (Write.State.QUEUED, 0)
     broker_down.restore()
-    age(write, due=outbox.RESEND_AFTER + timedelta(seconds=5))
+    age(write, due=outbox.resend_after() + timedelta(seconds=5))
     resend_stale_writes.delay()
     write.refresh_from_db()
     assert write.state == Write.State.APPLIED

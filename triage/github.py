@@ -70,8 +70,9 @@ def _message(exc: GithubException) -> str:
 
 
 def backoff(attempt: int) -> float:
-    """Exponential backoff with jitter for 5xx and timeouts: 5 s, 10 s, 20 s, ... up to 10 min."""
-    delay: float = min(600.0, 5.0 * 2.0 ** max(attempt - 1, 0))
+    """Exponential backoff with jitter for 5xx and timeouts: 5 s, 10 s, 20 s, ... up to 10 min
+    (GITHUB_BACKOFF_SECONDS sets the first step)."""
+    delay: float = min(600.0, settings.GITHUB_BACKOFF_SECONDS * 2.0 ** max(attempt - 1, 0))
     return delay * random.uniform(0.8, 1.2)
 
 

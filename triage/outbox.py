@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from triage import github
-from triage.models import CLAIM_LEASE, AgendaItem, Decision, Issue, Proposal, Write
+from triage.models import AgendaItem, Decision, Issue, Proposal, Write
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -31,8 +31,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A queued write whose message should have run by now: after this long it is sent again.
-RESEND_AFTER = timedelta(minutes=1)
+
+def resend_after() -> timedelta:
+    """A queued write whose message should have run by now is sent again after this long."""
+    return timedelta(seconds=settings.TRIAGE_RESEND_AFTER_SECONDS)
+
+
+def lease() -> timedelta:
+    """How long a claim holds: past it, another worker may take the write over."""
+    return timedelta(seconds=settings.TRIAGE_WRITE_LEASE_SECONDS)
 
 
 # ----------------------------------------------------------------------------- creating
@@ -116,8 +123,8 @@ def due_for_resend(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     return list(
         Write.objects.filter(
-            Q(state=Write.State.QUEUED, due_at__lt=now - RESEND_AFTER)
-            | Q(state=Write.State.RUNNING, claimed_at__lt=now - CLAIM_LEASE)
+            Q(state=Write.State.QUEUED, due_at__lt=now - resend_after())
+            | Q(state=Write.State.RUNNING, claimed_at__lt=now - lease())
         )
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -139,7 +146,7 @@ def claim(write_id: int) -> Write | None:
         Write.objects.filter(pk=write_id)
         .filter(
             Q(state=Write.State.QUEUED, due_at__lte=now)
-            | Q(state=Write.State.RUNNING, claimed_at__lt=now - CLAIM_LEASE)
+            | Q(state=Write.State.RUNNING, claimed_at__lt=now - lease())
         )
         .update(
             state=Write.State.RUNNING,

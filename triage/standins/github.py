@@ -338,6 +338,8 @@ class GitHubStandIn:
         self.deliveries: list[dict[str, Any]] = []
         # GETs answered 304 Not Modified (a conditional request that found nothing new).
         self.not_modified = 0
+        # Injected faults that a request actually met.
+        self.faults_fired = 0
         self._outgoing: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._sender: threading.Thread | None = None
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
@@ -670,9 +672,14 @@ class GitHubStandIn:
                     reply = _Reply(304, None, {"ETag": etag})
             return self._finish(reply)
 
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
     def _take_fault(self, method: str, path: str) -> _Fault | None:
         for fault in self._faults:
             if fault.matches(method, path):
+                self.faults_fired += 1
                 fault.times -= 1
                 if fault.times <= 0:
                     self._faults.remove(fault)

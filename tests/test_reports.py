@@ -660,3 +660,16 @@ def test_the_pages_run_a_constant_number_of_queries(client, viewer, oncall):
     assert small_drill == count_queries(client, "report-decisions", kind="edited")
     assert small_drill[1] == 1
     assert small_csv == count_queries(client, "report", format="csv", table="labels")
+
+
+def test_a_heat_map_with_an_empty_cell_renders():
+    # Any substitution matrix with a gap crashed the report page (format_html without args).
+    cells = {("module: dynamo", "module: inductor"): charts.Cell(2, "2 decisions", "/x")}
+    html = charts.heat_map(
+        "Substitutions",
+        ["module: dynamo", "module: dynamic shapes"],
+        ["module: inductor", "triaged"],
+        cells,
+    )
+    assert html.count("<td></td>") == 3
+    ET.fromstring(html)

@@ -257,4 +257,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # A line for every task that succeeds drowns what matters; a worker logs its own.
+    "loggers": {"celery.app.trace": {"level": env_str("TASK_LOG_LEVEL", "WARNING")}},
 }

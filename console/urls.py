@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
@@ -13,10 +12,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path(
         "login/",
-        auth_views.LoginView.as_view(
-            authentication_form=ThrottledAuthenticationForm,
-            extra_context={"demo": settings.TRIAGE_DEMO},
-        ),
+        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
         name="login",
     ),
     path("login/demo/", views.demo_login, name="demo-login"),

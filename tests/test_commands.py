@@ -25,6 +25,10 @@ def test_setup_demo_makes_the_demo_oncall_this_week_s_pt2_oncall(client):
     landing = client.get(reverse("home"))
     assert landing["Location"] == reverse("inbox", args=["pt2"])
     assert "Two reporters owe us a reproducer" in client.get(landing["Location"]).content.decode()
+    # pt2's note is pt2's: the other inboxes do not show it.
+    for slug in ("distributed", "triage"):
+        inbox = client.get(reverse("inbox", args=[slug])).content.decode()
+        assert "Two reporters owe us a reproducer" not in inbox, slug
 
 
 def test_sync_queues_syncs_every_queue_or_the_named_ones(
@@ -38,3 +42,37 @@ def test_sync_queues_syncs_every_queue_or_the_named_ones(
     assert out.getvalue().startswith("pt2: idle, ")
     assert Queue.objects.exclude(slug="pt2").filter(sync_finished_at__isnull=False).count() == 0
     assert Queue.objects.get(slug="pt2").sync_finished_at is not None
+
+
+def test_backtest_on_an_unmigrated_database_says_what_to_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'fresh.sqlite3'}",
+        "DEBUG": "1",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "backtest", "--queue", "pt2", "triage/devset/issues.jsonl"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "run `python manage.py migrate` first" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_demo_login_page_names_all_four_demo_users(client, settings):
+    settings.TRIAGE_DEMO = True
+    from django.urls import reverse as url_of
+
+    html = client.get(url_of("login")).content.decode()
+    for user in ("oncall", "alice", "viewer", "admin"):
+        assert f"<code>{user}</code>" in html, user

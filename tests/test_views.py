@@ -498,3 +498,10 @@ def test_a_decision_posted_after_the_session_ended_is_filled_in_again_after_logi
     assert 'value="module: inductor"' in html
     assert "Could you try aot_eager?</textarea>" in html and 'value="typed before lunch"' in html
     assert get_user_model().objects.get(username="returning").decision_set.count() == 0
+
+
+@pytest.mark.parametrize("model", ["proposal", "decision", "write"])
+def test_records_are_read_only_in_the_admin(admin_client, model):
+    assert admin_client.get(reverse(f"admin:triage_{model}_add")).status_code == 403
+    listing = admin_client.get(reverse(f"admin:triage_{model}_changelist")).content.decode()
+    assert f"/admin/triage/{model}/add/" not in listing

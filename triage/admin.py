@@ -29,6 +29,9 @@ class ProposalAdmin(admin.ModelAdmin[Proposal]):
     list_filter = ["queue", "status", "tier"]
 
     # The history is the record rubric tuning is based on: read it here, never edit it.
+    def has_add_permission(self, request: object, obj: object = None) -> bool:
+        return False
+
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
 
@@ -38,6 +41,9 @@ class DecisionAdmin(admin.ModelAdmin[Decision]):
     list_display = ["pk", "proposal", "kind", "decided_by", "decided_at"]
     list_filter = ["kind"]
 
+    def has_add_permission(self, request: object, obj: object = None) -> bool:
+        return False
+
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False
 
@@ -46,6 +52,9 @@ class DecisionAdmin(admin.ModelAdmin[Decision]):
 class WriteAdmin(admin.ModelAdmin[Write]):
     list_display = ["pk", "decision", "state", "attempts", "applied_at"]
     list_filter = ["state"]
+
+    def has_add_permission(self, request: object, obj: object = None) -> bool:
+        return False
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         return False

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
 from triage.models import Queue
 
 if TYPE_CHECKING:
@@ -10,7 +12,8 @@ if TYPE_CHECKING:
 
 def console(request: HttpRequest) -> dict[str, Any]:
     if not request.user.is_authenticated:
-        return {}
+        # The login page offers the demo's users in the demo.
+        return {"demo": settings.TRIAGE_DEMO}
     return {
         "nav_queues": Queue.objects.only("slug", "name"),
         "can_decide": request.user.has_perm("triage.decide"),

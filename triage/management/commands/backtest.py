@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from triage import backtest, proposing
 from triage.models import Queue
@@ -46,7 +47,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        queue = Queue.objects.filter(slug=options["queue"]).first()
+        try:
+            queue = Queue.objects.filter(slug=options["queue"]).first()
+        except DatabaseError:
+            # The queues are rows made by the first migration: a fresh clone has none yet.
+            raise CommandError(
+                "the database has no queues yet: run `python manage.py migrate` first"
+            ) from None
         if queue is None:
             raise CommandError(f"no queue {options['queue']!r}")
         if options["from_history"] == (options["file"] is not None):

@@ -42,7 +42,10 @@ class Command(BaseCommand):
             rotation.round_robin(
                 queue, [made["alice"], made["oncall"]], this_week - timedelta(weeks=1), 6
             )
-        RotationWeek.objects.filter(week_start=this_week - timedelta(weeks=1)).update(
+        # The note is pt2's: the other queues' weeks must not show it.
+        RotationWeek.objects.filter(
+            queue__slug="pt2", week_start=this_week - timedelta(weeks=1)
+        ).update(
             handoff_note="Two reporters owe us a reproducer; the flex attention NaN may be a regression."
         )
         self.stdout.write(

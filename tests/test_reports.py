@@ -673,3 +673,10 @@ def test_a_heat_map_with_an_empty_cell_renders():
     )
     assert html.count("<td></td>") == 3
     ET.fromstring(html)
+
+
+def test_the_report_links_the_exports_of_every_decision(client, viewer):
+    client.force_login(viewer)
+    html = client.get(reverse("report", args=["pt2"])).content.decode()
+    assert reverse("export-decisions", args=["csv"]) in html
+    assert reverse("export-decisions", args=["jsonl"]) in html

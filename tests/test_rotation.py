@@ -208,3 +208,19 @@ def test_bad_plans_are_refused_with_a_message(client):
 def test_anonymous_users_see_no_rotation(client):
     assert client.get(reverse("rotation", args=["pt2"])).status_code == 302
     assert client.post(reverse("rotation-handoff", args=["pt2"])).status_code == 302
+
+
+def test_an_issue_both_stale_and_carried_over_shows_one_marker(client):
+    pt2 = queue("pt2")
+    pt2.stale_after_hours = 24
+    pt2.save()
+    began = rotation.week_began(rotation.current_week())
+    both = make_proposal(number=1)
+    Issue.objects.filter(pk=both.issue_id).update(
+        created_at=min(began, timezone.now()) - timedelta(days=3)
+    )
+    client.force_login(make_user("viewer", oncall=False))
+    page = client.get(reverse("inbox", args=["pt2"])).content.decode()
+    assert page.count('class="chip stale"') == 1
+    assert 'title="Also carried over from an earlier week"' in page
+    assert "carried over</span>" not in page

@@ -488,7 +488,7 @@ def test_a_comment_github_posted_after_the_client_gave_up_is_not_posted_again(st
 def test_a_write_waits_out_its_undo_window_before_it_can_be_claimed(standin, settings):
     settings.TRIAGE_UNDO_SECONDS = 10
     number, write = decided(standin)
-    assert write.undo_seconds_left in (9, 10)
+    assert 0 < write.undo_seconds_left <= 10
     assert outbox.claim(write.pk) is None
     Write.objects.filter(pk=write.pk).update(due_at=timezone.now() - timedelta(seconds=1))
     write = claimed(write)

@@ -640,3 +640,27 @@ def test_an_outcome_and_its_write_are_in_the_issues_history(
     assert "Seen in three models" in html
     assert "GitHub write:" in html and "applied" in html
     assert '<span class="chip add">high priority</span>' in html
+
+
+def test_an_escalation_reaches_the_upcoming_agenda_with_its_note_at_once(client, oncall):
+    meeting = agenda.open_meeting(timezone.localdate() + timedelta(days=1))
+    agenda.build(meeting)
+    proposal = make_proposal(number=251, body=CRASH_BODY)
+    client.force_login(oncall)
+
+    client.post(
+        reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Blocks the release"}
+    )
+
+    item = AgendaItem.objects.get(meeting=meeting, issue=proposal.issue)
+    assert any("Blocks the release" in reason for reason in item.reasons)
+    html = client.get(reverse("meeting", args=[meeting.date.isoformat()])).content.decode()
+    assert "Blocks the release" in html
+
+
+def test_an_escalation_does_not_go_to_a_meeting_already_held(client, oncall):
+    held = agenda.open_meeting(timezone.localdate() - timedelta(days=1))
+    proposal = make_proposal(number=252, body=CRASH_BODY)
+    client.force_login(oncall)
+    client.post(reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Later"})
+    assert not AgendaItem.objects.filter(meeting=held, issue=proposal.issue).exists()

@@ -86,6 +86,23 @@ def is_current(meeting: Meeting) -> bool:
     return not Meeting.objects.filter(date__gt=meeting.date).exists()
 
 
+def upcoming_meeting() -> Meeting | None:
+    """The latest meeting, if it has not been held yet: what an escalation now goes to."""
+    latest = Meeting.objects.order_by("-date").first()
+    if latest is None or latest.date < timezone.localdate():
+        return None
+    return latest
+
+
+def add_escalation(decision: Decision) -> int:
+    """Put a fresh escalation on the upcoming meeting's agenda at once, with its note; returns
+    the items added (0 when the issue was there already: its reasons now carry the note)."""
+    meeting = upcoming_meeting()
+    if meeting is None or decision.kind != Decision.Kind.ESCALATE:
+        return 0
+    return build(meeting)
+
+
 def open_meeting(day: date) -> Meeting:
     """The meeting of `day`, created with every open item of earlier meetings rolled into it."""
     existing = Meeting.objects.filter(date=day).first()

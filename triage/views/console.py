@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from triage import outbox, rotation
+from triage import agenda, outbox, rotation
 from triage.decisions import DecisionError, parse_decision
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
@@ -278,6 +278,9 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return _refused(request, proposal, order, reason, status=409)
     if made.kind != Decision.Kind.REJECT:
         send_write_on_commit(made.write.pk)
+    if made.kind == Decision.Kind.ESCALATE:
+        # The meeting's agenda shows it, and its note, without waiting for a refresh.
+        agenda.add_escalation(made)
     # Re-read: the write may already have been applied (tasks in-process) since it was created.
     decision = Decision.objects.select_related("write", "proposal__issue").get(pk=made.pk)
     if following is None:

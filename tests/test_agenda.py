@@ -642,15 +642,19 @@ def test_an_outcome_and_its_write_are_in_the_issues_history(
     assert '<span class="chip add">high priority</span>' in html
 
 
-def test_an_escalation_reaches_the_upcoming_agenda_with_its_note_at_once(client, oncall):
+def test_an_escalation_reaches_the_upcoming_agenda_with_its_note_at_once(
+    client, oncall, django_capture_on_commit_callbacks
+):
     meeting = agenda.open_meeting(timezone.localdate() + timedelta(days=1))
     agenda.build(meeting)
     proposal = make_proposal(number=251, body=CRASH_BODY)
     client.force_login(oncall)
 
-    client.post(
-        reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Blocks the release"}
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(
+            reverse("decide", args=[proposal.pk]),
+            {"kind": "escalate", "note": "Blocks the release"},
+        )
 
     item = AgendaItem.objects.get(meeting=meeting, issue=proposal.issue)
     assert any("Blocks the release" in reason for reason in item.reasons)
@@ -658,9 +662,12 @@ def test_an_escalation_reaches_the_upcoming_agenda_with_its_note_at_once(client,
     assert "Blocks the release" in html
 
 
-def test_an_escalation_does_not_go_to_a_meeting_already_held(client, oncall):
+def test_an_escalation_does_not_go_to_a_meeting_already_held(
+    client, oncall, django_capture_on_commit_callbacks
+):
     held = agenda.open_meeting(timezone.localdate() - timedelta(days=1))
     proposal = make_proposal(number=252, body=CRASH_BODY)
     client.force_login(oncall)
-    client.post(reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Later"})
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Later"})
     assert not AgendaItem.objects.filter(meeting=held, issue=proposal.issue).exists()

@@ -14,9 +14,9 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from triage import batching, claude, github, ingest, outbox, proposing, sync
+from triage import agenda, batching, claude, github, ingest, outbox, proposing, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
-from triage.models import Issue, ModelBatch, Proposal, Queue
+from triage.models import Decision, Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
 
 log = logging.getLogger(__name__)
@@ -73,6 +73,14 @@ def refresh_issue(self: DjangoTask[[str, int], None], repository: str, number: i
         issue, changed = ingest.upsert(repository, fields)
         if changed:
             propose_changed(issue)
+
+
+@shared_task(base=DjangoTask)
+def add_escalation_to_agenda(decision_id: int) -> None:
+    """An escalation goes on the upcoming meeting's agenda, its note with it, at once."""
+    decision = Decision.objects.filter(pk=decision_id).first()
+    if decision is not None:
+        agenda.add_escalation(decision)
 
 
 @shared_task(base=DjangoTask)

@@ -69,7 +69,7 @@ def issue_to_refresh(event: str, body: bytes) -> tuple[str, int] | None:
     if not isinstance(number, int) or isinstance(number, bool) or not isinstance(name, str):
         raise DeliveryRefused(400, "no issue number and repository in the delivery")
     # The payload's content is not used: the console reads the issue from GitHub itself.
-    if not Queue.objects.filter(repository__iexact=name).exists():
-        return None
-    canonical = Queue.objects.filter(repository__iexact=name).values_list("repository", flat=True)
-    return str(canonical.first()), number
+    watched = (
+        Queue.objects.filter(repository__iexact=name).values_list("repository", flat=True).first()
+    )
+    return (watched, number) if watched is not None else None

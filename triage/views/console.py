@@ -19,13 +19,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from triage import agenda, outbox, rotation
+from triage import outbox, rotation
 from triage.decisions import DecisionError, parse_decision
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
 from triage.spreadsheets import csv_cell
-from triage.tasks import send_write_on_commit, sync_queue
+from triage.tasks import add_escalation_to_agenda, send_write_on_commit, sync_queue
 from triage.views import HtmxHttpRequest, can_decide
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         send_write_on_commit(made.write.pk)
     if made.kind == Decision.Kind.ESCALATE:
         # The meeting's agenda shows it, and its note, without waiting for a refresh.
-        agenda.add_escalation(made)
+        add_escalation_to_agenda.delay_on_commit(made.pk)
     # Re-read: the write may already have been applied (tasks in-process) since it was created.
     decision = Decision.objects.select_related("write", "proposal__issue").get(pk=made.pk)
     if following is None:

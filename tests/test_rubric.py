@@ -266,11 +266,11 @@ def corpus_sources():
 
 
 def test_the_keyword_prefilter_never_changes_what_is_found():
-    from triage.rubric.signals import extract
+    from triage.rubric.signals import scan
 
     checked = 0
     for number, sources in corpus_sources():
-        assert extract(sources) == extract(sources, prefilter=False), number
+        assert scan(sources) == scan(sources, prefilter=False), number
         checked += 1
     assert checked >= 40
 
@@ -281,13 +281,19 @@ def test_the_keyword_prefilter_never_changes_what_is_found():
         "aot_eager:\n passes, and inductor\nfails",
         "İstanbul build: works on CUDA but fails on CPU",  # lower() changes the length here
         "x" * 3000 + "\nSegmentation fault (core dumped)\n" + "y" * 3000,
+        # Keywords that count only as words: inside a path or identifier they are skipped.
+        'File "torch/_inductor/scheduler.py"\nbackend="inductor" fails, aot_eager works',
+        "my_inductor_fails\n_aot_eager works\nbackend='eager' works\nScheduleGPipe hangs",
+        "inductor\nfails with inductor. Dynamo, eager backend: passes",
+        # Two hits on neighbouring lines: the second line's own next line is searched too.
+        "a\nsee aot_eager\nand aot_eager:\n passes\n" + "z\n" * 300 + "inductor fails",
     ],
 )
 def test_the_prefilter_agrees_on_awkward_text(text):
-    from triage.rubric.signals import TextSource, extract
+    from triage.rubric.signals import TextSource, scan
 
     sources = [TextSource("body", text)]
-    assert extract(sources) == extract(sources, prefilter=False)
+    assert scan(sources) == scan(sources, prefilter=False)
 
 
 def test_an_already_classified_distributed_issue_only_gets_ptd_bot_triaged():
@@ -495,3 +501,17 @@ def test_the_guard_drops_a_close_the_queue_may_not_make():
     assert guarded.close is False
     assert any(d.action == "close" for d in guarded.dropped)
     assert guard(loader.load("triage"), draft(close=True), []).close is True
+
+
+def test_the_same_text_is_scanned_once_and_a_changed_text_again():
+    from triage.rubric.signals import TextSource, extract
+
+    body = "torch.compile fails: torch._dynamo.exc.Unsupported: call_function"
+    first = extract([TextSource("title", "a"), TextSource("body", body)])
+    assert extract([TextSource("title", "a"), TextSource("body", body)]) is first
+    # Where one source ends and the next begins is part of the content.
+    assert extract([TextSource("title", "a" + body[:1]), TextSource("body", body[1:])]) is not first
+    changed = extract(
+        [TextSource("title", "a"), TextSource("body", body.replace("fails", "works"))]
+    )
+    assert changed is not first

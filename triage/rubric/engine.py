@@ -103,12 +103,12 @@ class Draft:
         }
 
 
-def fires(rule: Rule, signals: dict[str, list[Evidence]], labels: frozenset[str]) -> bool:
-    if not all(name in signals for name in rule.when):
+def fires(rule: Rule, signals: frozenset[str], labels: frozenset[str]) -> bool:
+    if not signals.issuperset(rule.when):
         return False
-    if rule.any and not any(name in signals for name in rule.any):
+    if rule.any and signals.isdisjoint(rule.any):
         return False
-    if any(name in signals for name in rule.unless):
+    if not signals.isdisjoint(rule.unless):
         return False
     if not labels.issuperset(rule.has_labels):
         return False
@@ -126,9 +126,10 @@ def _evidence_for(rule: Rule, signals: dict[str, list[Evidence]]) -> list[Eviden
 def propose(rubric: Rubric, issue: IssueInput) -> Draft:
     signals = extract(issue.sources())
     labels = frozenset(issue.labels)
+    present = frozenset(signals)
     fired: list[Rule] = []
     for rule in rubric.rules:
-        if fires(rule, signals, labels):
+        if fires(rule, present, labels):
             fired.append(rule)
             if rule.stop:
                 break

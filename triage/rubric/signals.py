@@ -8,10 +8,15 @@ quoted evidence a proposal cites, so a reviewer sees why a rule fired.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import ahocorasick
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 # Bots add "cc @user ..." lines after labelling: they say who was notified, not what is wrong.
 CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
@@ -19,7 +24,8 @@ CC_LINE = re.compile(r"^[ \t]*cc[ \t]+@.*$", re.MULTILINE | re.IGNORECASE)
 # what is installed, not what the bug involves. Its "Versions" section is blanked to the next
 # heading, and so are package lines pasted elsewhere.
 VERSIONS_HEADING = re.compile(r"#+[ \t]*versions[ \t]*$")
-PACKAGE_LINE = re.compile(r"[ \t]*\[(?:pip3?|conda)\]")
+PACKAGE_TAG = re.compile(r"\[(?:pip3?|conda)\]")
+HASH = re.compile("#")
 # A script that uses torch, in Python or C++ (libtorch).
 REPRO_CODE = re.compile(r"^\s*(import torch|from torch|#include <torch/)", re.MULTILINE)
 CODE_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
@@ -58,6 +64,9 @@ class SignalSpec:
     keywords: tuple[str, ...] | None
     title_only: bool = False
     negatable: bool = False
+    # Keywords that count only as whole words, for patterns that demand a word boundary there:
+    # "inductor" is on every line of an Inductor traceback as "torch/_inductor/", never as a word.
+    words: tuple[str, ...] = ()
 
 
 # Backend ablation phrases, in either order: "aot_eager works", "fails with inductor".
@@ -86,9 +95,12 @@ def _spec(
     *,
     title_only: bool = False,
     negatable: bool = False,
+    words: tuple[str, ...] = (),
 ) -> SignalSpec:
     compiled = re.compile(pattern, re.IGNORECASE)
-    return SignalSpec(name, description, compiled, keywords, title_only, negatable)
+    if words:
+        keywords = (*(keywords or ()), *words)
+    return SignalSpec(name, description, compiled, keywords, title_only, negatable, words)
 
 
 # Text signals. Derived signals (computed from these) are in `derive` below.
@@ -155,25 +167,29 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "ablation_aot_eager_works",
         "The aot_eager backend works",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_BACKEND.format('aot_eager')}",
-        ("works", "passes", "is fine", "succeeds", "runs fine", "ok"),
+        None,
+        words=("aot_eager",),
     ),
     _spec(
         "ablation_inductor_fails",
         "The inductor backend fails",
         rf"{_BACKEND.format('inductor')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('inductor')}",
-        ("fails", "errors", "crashes", "breaks", "raises", "is wrong"),
+        None,
+        words=("inductor",),
     ),
     _spec(
         "ablation_aot_eager_fails",
         "The aot_eager backend fails",
         rf"{_BACKEND.format('aot_eager')}{_THEN}{_FAILS}|{_FAILS}{_WITH}{_BACKEND.format('aot_eager')}",
-        ("fails", "errors", "crashes", "breaks", "raises", "is wrong"),
+        None,
+        words=("aot_eager",),
     ),
     _spec(
         "ablation_eager_works",
         'The "eager" backend (Dynamo only) works',
         rf"{_EAGER_BACKEND}{_THEN}{_WORKS}|{_WORKS}{_WITH}{_EAGER_BACKEND}",
-        ("works", "passes", "is fine", "succeeds", "runs fine", "ok"),
+        None,
+        words=("eager",),
     ),
     _spec(
         "cpu_only",
@@ -244,7 +260,8 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "compile_used",
         "torch.compile is involved",
         r"torch\.compile|@torch\.compile|\bdynamo\b|\binductor\b|\bcompiled?\b model",
-        ("torch.compile", "dynamo", "inductor", "compile model", "compiled model"),
+        ("torch.compile", "compile model", "compiled model"),
+        words=("dynamo", "inductor"),
     ),
     _spec(
         "export_used",
@@ -409,7 +426,11 @@ SIGNALS: tuple[SignalSpec, ...] = (
             "torch.distributed.pipelining",
             "pipeline parallel",
             "pipelining",
-            "schedule",
+            "schedulegpipe",
+            "schedule1f1b",
+            "scheduleinterleaved",
+            "schedulezbv",
+            "scheduleloopedbfs",
             "pipelinestage",
         ),
     ),
@@ -854,35 +875,85 @@ SIGNAL_DESCRIPTIONS: dict[str, str] = {spec.name: spec.description for spec in S
 }
 # Below this a body says too little to judge whether a reproducer is missing.
 DESCRIBED_CHARS = 200
+FIRST_LINE = re.compile(r"\S[^\n]*")
 
 
 def _blank(match: re.Match[str]) -> str:
     return re.sub(r"[^\n]", " ", match.group(0))
 
 
-def mask_noise(text: str) -> str:
-    # Blank out rather than delete, so every span still points into the original text.
+def mask_noise(text: str) -> tuple[str, str]:
+    """The text with bot cc lines and the environment dump blanked, and its lower case.
+
+    Blanked rather than deleted, so every span still points into the original text.
+    """
     lowered = text.lower()
     if "cc @" in lowered or "cc\t@" in lowered:
         text = CC_LINE.sub(_blank, text)
+        lowered = text.lower()
     hits = [
         i
         for i in (lowered.find("versions"), lowered.find("[pip"), lowered.find("[conda]"))
         if i >= 0
     ]
     if not hits:
-        return text
-    # The environment dump sits at the end: walk the lines from the first that may begin it.
+        return text, lowered
+    # The environment dump sits at the end: look at the lines from the first that may begin it.
     start = text.rfind("\n", 0, min(hits)) + 1
-    lines = text[start:].split("\n")
-    in_versions = False
-    for index, line in enumerate(lines):
-        stripped = line.lstrip()
-        if stripped.startswith("#"):
-            in_versions = VERSIONS_HEADING.match(stripped.lower()) is not None
-        if in_versions or (stripped.startswith("[") and PACKAGE_LINE.match(line)):
-            lines[index] = " " * len(line)
-    return text[:start] + "\n".join(lines)
+    noise: list[tuple[int, int]] = []
+    versions_from = -1
+    for heading_start in _line_starts_before(text, HASH.finditer(text, start), str.isspace):
+        if versions_from >= 0:
+            noise.append((versions_from, heading_start))
+        line_end = text.find("\n", heading_start)
+        line = text[heading_start : len(text) if line_end == -1 else line_end]
+        is_versions = VERSIONS_HEADING.match(line.lstrip().lower()) is not None
+        versions_from = heading_start if is_versions else -1
+    if versions_from >= 0:
+        noise.append((versions_from, len(text)))
+    for line_start in _line_starts_before(text, PACKAGE_TAG.finditer(text, start), _spaces_or_tabs):
+        line_end = text.find("\n", line_start)
+        noise.append((line_start, len(text) if line_end == -1 else line_end))
+    if not noise:
+        return text, lowered
+    pieces: list[str] = []
+    lowered_pieces: list[str] = []
+    done = 0
+    for begin, end in sorted(noise):
+        begin = max(begin, done)
+        if end <= begin:
+            continue
+        blank = "\n".join(" " * len(line) for line in text[begin:end].split("\n"))
+        pieces += (text[done:begin], blank)
+        lowered_pieces += (lowered[done:begin], blank)
+        done = end
+    pieces.append(text[done:])
+    lowered_pieces.append(lowered[done:])
+    text = "".join(pieces)
+    # Lower-casing may change the length of a few scripts: then the offsets differ.
+    same_offsets = len(lowered) == len(text)
+    return text, "".join(lowered_pieces) if same_offsets else text.lower()
+
+
+def _spaces_or_tabs(prefix: str) -> bool:
+    return not prefix.strip(" \t")
+
+
+def _line_starts_before(
+    text: str, matches: Iterator[re.Match[str]], blank: Callable[[str], bool]
+) -> Iterator[int]:
+    """The start of each line where a match comes first, after nothing but `blank` space.
+
+    Cheaper than a multi-line `^` pattern, which Python's engine tries at every position.
+    """
+    last = -1
+    for match in matches:
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if line_start != last and (
+            line_start == match.start() or blank(text[line_start : match.start()])
+        ):
+            last = line_start
+            yield line_start
 
 
 def _negated(text: str, start: int) -> bool:
@@ -892,40 +963,66 @@ def _negated(text: str, start: int) -> bool:
 
 def _keyword_automaton() -> ahocorasick.Automaton:
     """Every keyword of every signal, found in one pass over a text (Aho-Corasick)."""
-    owners: dict[str, list[str]] = defaultdict(list)
+    anywhere: dict[str, list[str]] = defaultdict(list)
+    as_word: dict[str, list[str]] = defaultdict(list)
     for spec in SIGNALS:
         for keyword in spec.keywords or ():
+            owners = as_word if keyword in spec.words else anywhere
             owners[keyword].append(spec.name)
     automaton = ahocorasick.Automaton()
-    for keyword, names in owners.items():
-        automaton.add_word(keyword, (len(keyword), tuple(names)))
+    for keyword in anywhere.keys() | as_word.keys():
+        automaton.add_word(
+            keyword, (len(keyword), tuple(anywhere[keyword]), tuple(as_word[keyword]))
+        )
     automaton.make_automaton()
     return automaton
 
 
 KEYWORDS = _keyword_automaton()
+# A neighbour that certainly joins a keyword into a longer word (Unicode letters may too, but
+# then the pattern still runs: the filter may only ever let too much through).
+WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def _keyword_hits(lowered: str) -> dict[str, list[int]]:
     """Where each signal's keywords start in the text."""
     hits: dict[str, list[int]] = defaultdict(list)
-    for end, (length, names) in KEYWORDS.iter(lowered):
-        for name in names:
-            hits[name].append(end - length + 1)
+    for end, (length, anywhere, as_word) in KEYWORDS.iter(lowered):
+        start = end - length + 1
+        for name in anywhere:
+            hits[name].append(start)
+        if as_word and not (
+            (start > 0 and lowered[start - 1] in WORD_CHARS)
+            or (end + 1 < len(lowered) and lowered[end + 1] in WORD_CHARS)
+        ):
+            for name in as_word:
+                hits[name].append(start)
     return hits
 
 
+WINDOW_GAP = 400
+
+
 def _windows(text: str, positions: list[int]) -> list[tuple[int, int]]:
-    """Where a match may be: the line of each keyword hit with its neighbours, in text order."""
-    line_starts = sorted({text.rfind("\n", 0, hit) + 1 for hit in positions})
+    """Where a match may be: the line of each keyword hit with its neighbours, in text order.
+
+    `positions` come in the order the keywords end; no keyword holds a newline, so their lines
+    come in text order too.
+    """
     windows: list[tuple[int, int]] = []
-    for line_start in line_starts:
+    last_line_start = -1
+    for hit in positions:
+        line_start = text.rfind("\n", 0, hit) + 1
+        if line_start == last_line_start:
+            continue
+        last_line_start = line_start
         # A phrase may wrap once ("aot_eager:\n passes"): take the lines around the hit too.
         start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1 if line_start else 0
-        end = text.find("\n", line_start)
+        end = text.find("\n", hit)
         end = len(text) if end == -1 else text.find("\n", end + 1)
         end = len(text) if end == -1 else end
-        if windows and start <= windows[-1][1]:
+        # Neighbouring windows become one: a regex call costs more than the few lines between.
+        if windows and start <= windows[-1][1] + WINDOW_GAP:
             windows[-1] = (windows[-1][0], max(end, windows[-1][1]))
         else:
             windows.append((start, end))
@@ -934,22 +1031,49 @@ def _windows(text: str, positions: list[int]) -> list[tuple[int, int]]:
 
 def _first_match(spec: SignalSpec, text: str, spans: list[tuple[int, int]]) -> re.Match[str] | None:
     for start, end in spans:
+        if not spec.negatable:
+            match = spec.pattern.search(text, start, end)
+            if match is not None:
+                return match
+            continue
         for match in spec.pattern.finditer(text, start, end):
-            if spec.negatable and _negated(text, match.start()):
-                continue
-            return match
+            if not _negated(text, match.start()):
+                return match
     return None
 
 
-def extract(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, list[Evidence]]:
+# An issue is proposed in each queue it is in, and again whenever a rubric changes: the same
+# text need not be scanned twice. The key is the texts themselves (Python hashes a string once
+# and keeps its hash), so a proposal of an issue already scanned costs a dictionary lookup.
+SCANNED_CACHE_SIZE = 1024
+_scanned: OrderedDict[tuple[tuple[str, str], ...], dict[str, list[Evidence]]] = OrderedDict()
+_scanned_lock = threading.Lock()
+
+
+def extract(sources: list[TextSource]) -> dict[str, list[Evidence]]:
+    """Every signal found in the sources (see `scan`); the answer is shared: do not change it."""
+    key = tuple((source.name, source.text) for source in sources)
+    with _scanned_lock:
+        found = _scanned.get(key)
+        if found is not None:
+            _scanned.move_to_end(key)
+            return found
+    found = scan(sources)
+    with _scanned_lock:
+        _scanned[key] = found
+        if len(_scanned) > SCANNED_CACHE_SIZE:
+            _scanned.popitem(last=False)
+    return found
+
+
+def scan(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, list[Evidence]]:
     """Every signal found in the sources, with the span that shows it (first hit per source).
 
     `prefilter=False` scans every pattern over the whole text: slower, and the same answer.
     """
     found: dict[str, list[Evidence]] = {}
     for source in sources:
-        text = mask_noise(source.text)
-        lowered = text.lower()
+        text, lowered = mask_noise(source.text)
         # Lower-casing a few scripts changes the length, and then offsets would not line up.
         filtered = prefilter and len(lowered) == len(text)
         hits = _keyword_hits(lowered) if filtered else {}
@@ -970,8 +1094,15 @@ def extract(sources: list[TextSource], *, prefilter: bool = True) -> dict[str, l
                     Evidence(spec.name, source.name, match.start(), match.end(), match.group(0))
                 )
         if source.name == "body" and len(text.strip()) >= DESCRIBED_CHARS:
+            first_line = FIRST_LINE.search(text)
             found.setdefault("described", []).append(
-                Evidence("described", source.name, 0, 0, text.strip().splitlines()[0][:120])
+                Evidence(
+                    "described",
+                    source.name,
+                    0,
+                    0,
+                    first_line.group(0).strip()[:120] if first_line else "",
+                )
             )
         if source.name != "title" and "```" in text:
             for block in CODE_BLOCK.finditer(text):

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 
+from triage import backlog
+
 
 class ThrottledAuthenticationForm(AuthenticationForm):
     """The login form, refusing a username or an address after too many wrong passwords.
@@ -43,3 +45,13 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         username = str(self.data.get("username", "")).strip().lower()
         address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
         return [f"login-failures:user:{username}"[:200], f"login-failures:addr:{address}"]
+
+
+class InboxPageForm(forms.Form):
+    """Which page of an inbox: its order, and the proposal the page starts after."""
+
+    order = forms.ChoiceField(choices=[(o, o) for o in backlog.ORDERS], required=False)
+    cursor = forms.IntegerField(min_value=1, required=False)
+
+    def clean_order(self) -> str:
+        return self.cleaned_data["order"] or backlog.DEFAULT_ORDER

@@ -219,6 +219,8 @@ class Proposal(models.Model):
     # Hybrid mode: the other proposer's answer where the two disagree.
     alternative = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The issue's, copied: the inbox sorts on it, and an index cannot span a join.
+    issue_created_at = models.DateTimeField()
 
     class Meta:
         constraints = [
@@ -228,7 +230,19 @@ class Proposal(models.Model):
                 name="proposal_one_pending_per_issue_queue",
             )
         ]
-        indexes = [models.Index(fields=["queue", "status", "score"])]
+        # The inbox's two orders (triage.inbox.ORDERS), over pending proposals only.
+        indexes = [
+            models.Index(
+                fields=["queue", "-issue_created_at", "-id"],
+                condition=Q(status="pending"),
+                name="proposal_pending_newest",
+            ),
+            models.Index(
+                fields=["queue", "score", "-issue_created_at", "-id"],
+                condition=Q(status="pending"),
+                name="proposal_pending_confidence",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"Proposal {self.pk} for {self.issue}"
@@ -238,6 +252,7 @@ class Proposal(models.Model):
         return cls(
             issue=issue,
             queue=queue,
+            issue_created_at=issue.created_at,
             proposer=draft.proposer,
             proposer_version=draft.proposer_version,
             rubric_version=draft.rubric_version,

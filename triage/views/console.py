@@ -11,16 +11,23 @@ from django.contrib.auth import authenticate, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Prefetch, QuerySet, Sum
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.db.models import Count, Prefetch, Sum
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from triage import outbox, rotation
+from triage import backlog, outbox, rotation
 from triage.decisions import DecisionError, parse_decision
+from triage.forms import InboxPageForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
@@ -30,14 +37,6 @@ from triage.views import HtmxHttpRequest, can_decide
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-
-ORDERS = {
-    "newest": ["-issue__created_at", "-pk"],
-    "confidence": ["score", "-issue__created_at", "-pk"],
-}
-# The inbox lists many issues: never load their bodies and comments, which can be megabytes.
-HEAVY_ISSUE_FIELDS = ("issue__body", "issue__comments")
 
 
 def _get_queue(slug: str) -> Queue:
@@ -61,14 +60,8 @@ def _get_write_to_retry(request: HtmxHttpRequest, pk: int) -> Write:
 
 
 def _order(request: HttpRequest) -> str:
-    order = request.GET.get("order", "newest")
-    return order if order in ORDERS else "newest"
-
-
-def _pending(queue: Queue, order: str) -> QuerySet[Proposal]:
-    return Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).order_by(
-        *ORDERS[order]
-    )
+    form = InboxPageForm(request.GET)
+    return form.cleaned_data["order"] if form.is_valid() else backlog.DEFAULT_ORDER
 
 
 @login_not_required
@@ -107,16 +100,30 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    return render(request, "triage/inbox.html", _inbox_context(request, queue, _order(request)))
+    form = InboxPageForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Unknown order or page.")
+    after = None
+    if form.cleaned_data["cursor"] is not None:
+        after = Proposal.objects.filter(pk=form.cleaned_data["cursor"], queue=queue).first()
+        if after is None:
+            return HttpResponseBadRequest("That page's position is not in this queue.")
+    context = _inbox_context(request, queue, form.cleaned_data["order"], after)
+    return render(request, "triage/inbox.html", context)
 
 
-def _inbox_context(request: HtmxHttpRequest, queue: Queue, order: str) -> dict[str, object]:
-    proposals = list(_pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS))
+def _inbox_context(
+    request: HtmxHttpRequest, queue: Queue, order: str, after: Proposal | None = None
+) -> dict[str, object]:
+    proposals, last = backlog.page(queue, order, after)
     return {
         "queue": queue,
         "proposals": proposals,
         "order": order,
-        "left": len(proposals),
+        "left": backlog.pending(queue, order).count(),
+        "paged": after is not None,
+        "next_cursor": last.pk if last is not None else None,
+        "page_size": settings.TRIAGE_INBOX_PAGE_SIZE,
         "spend": _spend(queue),
     } | _week_context(request, queue, proposals)
 
@@ -163,20 +170,9 @@ def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return redirect("inbox", slug=queue.slug)
 
 
-def _neighbours(proposal: Proposal, order: str) -> tuple[int | None, int | None, int]:
-    """Previous and next pending proposal in the inbox order, and how many are left."""
-    ids = list(_pending(proposal.queue, order).values_list("pk", flat=True))
-    if proposal.pk not in ids:
-        return None, (ids[0] if ids else None), len(ids)
-    index = ids.index(proposal.pk)
-    previous = ids[index - 1] if index > 0 else None
-    following = ids[index + 1] if index + 1 < len(ids) else None
-    return previous, following, len(ids)
-
-
 def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> dict[str, Any]:
     issue = proposal.issue
-    previous, following, left = _neighbours(proposal, order)
+    previous, following, left = backlog.neighbours(proposal, order)
     rubric = loader.load(proposal.queue.rubric)
     decisions = list(
         Decision.objects.filter(proposal__issue=issue, proposal__queue=proposal.queue)
@@ -261,7 +257,7 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         fields = parse_decision(request.POST, proposal)
     except DecisionError as exc:
         return _refused(request, proposal, order, str(exc), status=422)
-    _, following, _ = _neighbours(proposal, order)
+    _, following, _ = backlog.neighbours(proposal, order)
     made = outbox.decide(proposal, user=request.user, **fields)
     if made is None:
         earlier = (

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import make_proposal
+from triage import backlog
+from triage.models import Proposal, Queue
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def small_pages(settings):
+    settings.TRIAGE_INBOX_PAGE_SIZE = 3
+
+
+def issues(count: int) -> list[Proposal]:
+    """Pending pt2 proposals, the newest last; every second one shares its creation time with
+    its neighbour, so the order needs its tie-breaker."""
+    return [
+        make_proposal(
+            number=number,
+            created=START + timedelta(hours=number // 2),
+        )
+        for number in range(1, count + 1)
+    ]
+
+
+def test_pages_follow_one_another_in_the_inbox_order_without_gaps_or_repeats(small_pages):
+    made = issues(8)
+    queue = Queue.objects.get(slug="pt2")
+    for order in backlog.ORDERS:
+        seen: list[int] = []
+        after = None
+        while True:
+            page, last = backlog.page(queue, order, after)
+            seen += [p.pk for p in page]
+            if last is None:
+                break
+            after = last
+        assert seen == list(backlog.pending(queue, order).values_list("pk", flat=True))
+        assert sorted(seen) == sorted(p.pk for p in made)
+
+
+def test_a_decision_taken_meanwhile_does_not_shift_the_next_page(small_pages):
+    issues(7)
+    queue = Queue.objects.get(slug="pt2")
+    first, last = backlog.page(queue, "newest")
+    expected_next = backlog.page(queue, "newest", last)[0]
+    Proposal.objects.filter(pk=first[0].pk).update(status=Proposal.Status.DECIDED)
+    assert backlog.page(queue, "newest", last)[0] == expected_next
+
+
+def test_the_inbox_links_the_next_page_and_counts_every_pending_issue(client, oncall, small_pages):
+    client.force_login(oncall)
+    issues(5)
+    response = client.get(reverse("inbox", args=["pt2"]))
+    assert response.context["left"] == 5
+    assert len(response.context["proposals"]) == 3
+    cursor = response.context["next_cursor"]
+    assert f"cursor={cursor}".encode() in response.content
+
+    second = client.get(reverse("inbox", args=["pt2"]), {"cursor": cursor})
+    assert second.status_code == 200
+    assert len(second.context["proposals"]) == 2
+    assert second.context["next_cursor"] is None
+    assert b'id="first-page"' in second.content
+
+
+@pytest.mark.parametrize("query", [{"cursor": "abc"}, {"cursor": "999999"}, {"order": "random"}])
+def test_an_unknown_page_or_order_is_a_bad_request(client, oncall, query):
+    client.force_login(oncall)
+    issues(2)
+    assert client.get(reverse("inbox", args=["pt2"]), query).status_code == 400
+
+
+def test_next_and_previous_cross_page_boundaries(client, oncall, small_pages):
+    client.force_login(oncall)
+    issues(5)
+    queue = Queue.objects.get(slug="pt2")
+    page, last = backlog.page(queue, "newest")
+    assert last is not None
+    following_page = backlog.page(queue, "newest", last)[0]
+    response = client.get(reverse("proposal", args=[last.pk]), {"order": "newest"})
+    assert response.context["next_id"] == following_page[0].pk
+    assert response.context["previous_id"] == page[-2].pk
+    assert response.context["left"] == 5
+    back = client.get(reverse("proposal", args=[following_page[0].pk]), {"order": "newest"})
+    assert back.context["previous_id"] == last.pk
+
+
+def test_a_decided_proposal_points_at_the_first_pending_one(small_pages):
+    made = issues(3)
+    decided = made[0]
+    Proposal.objects.filter(pk=decided.pk).update(status=Proposal.Status.DECIDED)
+    decided.refresh_from_db()
+    newest_first = backlog.pending(decided.queue, "newest").first()
+    assert newest_first is not None
+    assert backlog.neighbours(decided, "newest") == (None, newest_first.pk, 2)

@@ -226,8 +226,9 @@ TRIAGE_WRITE_LEASE_SECONDS = env_float("TRIAGE_WRITE_LEASE_SECONDS", 300.0)
 TRIAGE_RESEND_AFTER_SECONDS = env_float("TRIAGE_RESEND_AFTER_SECONDS", 60.0)
 # An approval's write waits this long before it is sent: the time to undo it.
 TRIAGE_UNDO_SECONDS = env_float("TRIAGE_UNDO_SECONDS", 10.0)
-# Rows per inbox page: the inbox pages by key, so a page costs the same at any depth.
-TRIAGE_INBOX_PAGE_SIZE = env_int("TRIAGE_INBOX_PAGE_SIZE", 100)
+# Rows per page of the inbox and of a report's drill-down: lists page by key, so a page costs
+# the same at any depth.
+TRIAGE_PAGE_SIZE = env_int("TRIAGE_PAGE_SIZE", 100)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
 # Oncall weeks start on Monday in this time zone.
 TRIAGE_ROTATION_TIME_ZONE = env_str("TRIAGE_ROTATION_TIME_ZONE", "UTC")

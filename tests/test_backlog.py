@@ -16,7 +16,7 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 
 @pytest.fixture
 def small_pages(settings):
-    settings.TRIAGE_INBOX_PAGE_SIZE = 3
+    settings.TRIAGE_PAGE_SIZE = 3
 
 
 def issues(count: int) -> list[Proposal]:

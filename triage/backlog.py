@@ -57,7 +57,7 @@ def page(
     rows = pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS)
     if after is not None:
         rows = rows.filter(_beyond(order, after))
-    size = settings.TRIAGE_INBOX_PAGE_SIZE
+    size = settings.TRIAGE_PAGE_SIZE
     proposals = list(rows[: size + 1])
     more = len(proposals) > size
     proposals = proposals[:size]

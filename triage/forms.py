@@ -55,3 +55,10 @@ class InboxPageForm(forms.Form):
 
     def clean_order(self) -> str:
         return self.cleaned_data["order"] or backlog.DEFAULT_ORDER
+
+
+class DrillDownPageForm(forms.Form):
+    """A page of a report's drill-down (the decisions before one), or all of it as CSV."""
+
+    format = forms.ChoiceField(choices=[("csv", "csv")], required=False)
+    before = forms.IntegerField(min_value=1, required=False)

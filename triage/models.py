@@ -15,6 +15,9 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from triage import judging
+from triage.rubric import loader
+
 if TYPE_CHECKING:
     from triage.rubric.engine import Draft
 
@@ -349,6 +352,7 @@ class Proposal(models.Model):
                 close=close,
                 note=note,
             )
+            Verdict.record(decision)
         return decision
 
 
@@ -639,3 +643,93 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.delivery_id}"
+
+
+class Verdict(models.Model):
+    """What a human made of a proposal, stored with the decision so that reports count and
+    filter in the database (`triage.judging` says how it is judged)."""
+
+    decision = models.OneToOneField(
+        Decision, on_delete=models.CASCADE, primary_key=True, related_name="verdict"
+    )
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="+")
+    decided_at = models.DateTimeField()
+    # False once a later decision of the same proposal (after an undo) took its place.
+    current = models.BooleanField(default=True)
+    outcome = models.CharField(max_length=10)
+    tier = models.CharField(max_length=6)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["queue", "decided_at"],
+                condition=Q(current=True),
+                name="verdict_current_by_time",
+            ),
+            models.Index(
+                fields=["decided_at"], condition=Q(current=True), name="verdict_current_time"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.outcome} ({self.decision_id})"
+
+    @classmethod
+    def record(cls, decision: Decision) -> Verdict:
+        """Judge a new decision, in the caller's transaction; it replaces the proposal's earlier
+        verdict, as a report counts only a proposal's last decision."""
+        proposal = decision.proposal
+        judgement = judging.judge(decision, loader.load(proposal.queue.rubric))
+        cls.objects.filter(decision__proposal=proposal, current=True).update(current=False)
+        verdict = cls.objects.create(
+            decision=decision,
+            queue_id=proposal.queue_id,
+            decided_at=decision.decided_at,
+            outcome=judgement.outcome,
+            tier=proposal.tier,
+        )
+        VerdictLabel.objects.bulk_create(
+            VerdictLabel(
+                verdict=verdict,
+                label=label,
+                proposed=label in judgement.proposed,
+                approved=label in judgement.approved,
+            )
+            for label in sorted(judgement.proposed | judgement.approved)
+        )
+        VerdictRule.objects.bulk_create(
+            VerdictRule(verdict=verdict, rule=rule, kept=rule in judgement.kept_rules)
+            for rule in judgement.rules
+        )
+        return verdict
+
+
+class VerdictLabel(models.Model):
+    verdict = models.ForeignKey(Verdict, on_delete=models.CASCADE, related_name="labels")
+    label = models.CharField(max_length=200)
+    proposed = models.BooleanField()
+    approved = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["verdict", "label"], name="verdict_label_once")
+        ]
+        indexes = [models.Index(fields=["label"])]
+
+    def __str__(self) -> str:
+        return self.label
+
+
+class VerdictRule(models.Model):
+    verdict = models.ForeignKey(Verdict, on_delete=models.CASCADE, related_name="rules")
+    rule = models.CharField(max_length=100)
+    kept = models.BooleanField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["verdict", "rule"], name="verdict_rule_once")
+        ]
+        indexes = [models.Index(fields=["rule"])]
+
+    def __str__(self) -> str:
+        return self.rule

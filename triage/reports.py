@@ -9,16 +9,18 @@ rubric owner can see whether an edit helped. Each figure names the decisions beh
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from itertools import product
 from typing import TYPE_CHECKING
 
+from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models.functions import TruncWeek
 from django.utils import timezone
 
 from triage import backtest
-from triage.models import Decision, Proposal, Queue
+from triage.judging import COMPLETION, Judgement, judge, rules_cited
+from triage.models import Decision, Proposal, Queue, Verdict, VerdictLabel, VerdictRule
 from triage.rubric import engine, loader
 
 if TYPE_CHECKING:
@@ -32,8 +34,6 @@ DEFAULT_DAYS = 28
 # Enough to compare this year with the last; it also bounds the weekly series and the backtest.
 MAX_DAYS = 731
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-# The engine cites the completion step (the `triaged` it adds) under this pseudo rule id.
-COMPLETION = "completion"
 TIERS = tuple(Proposal.Tier.values)
 
 
@@ -110,119 +110,27 @@ OUTCOMES = {
 }
 
 
-def as_proposed(decision: Decision) -> bool:
-    """Whether the approved change is exactly the proposal's, whatever button was pressed."""
-    return (
-        not any(decision.diff().values())
-        and not decision.comment_changed
-        and decision.close == decision.proposal.close
-    )
-
-
-def outcome(decision: Decision) -> str:
-    if decision.kind == Decision.Kind.ESCALATE:
-        return "escalated"
-    if decision.kind == Decision.Kind.REJECT:
-        return "rejected"
-    if decision.kind == Decision.Kind.ACCEPT or as_proposed(decision):
-        return "accepted"
-    return "edited"
-
-
-def rules_cited(proposal: Proposal) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(c["rule"] for c in proposal.citations if c.get("rule")))
-
-
-def rule_change(rubric: Rubric, rule_id: str, proposal: Proposal) -> tuple[set[str], set[str]]:
-    """The labels this rule added to and removed from this proposal.
-
-    Only what reached the proposal counts: a label the policy guard dropped (already on the
-    issue, say) was never offered, so a human could not have kept it. A rule id the rubric no
-    longer has answers for the whole proposal.
-    """
-    add, remove = set(proposal.add_labels), set(proposal.remove_labels)
-    rule = next((r for r in rubric.rules if r.id == rule_id), None)
-    if rule is not None:
-        return add & set(rule.add), remove & set(rule.remove)
-    if rule_id == COMPLETION and rubric.completion is not None:
-        return add & set(rubric.completion.add), set()
-    return add, remove
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """What a human made of one proposal."""
-
-    decision: Decision
-    outcome: str
-    proposed: frozenset[str]
-    approved: frozenset[str]
-    rules: tuple[str, ...]
-    kept_rules: frozenset[str]
-    # (dropped by the human, added by the human) for every such pair in this decision.
-    substitutions: tuple[tuple[str, str], ...]
-
-    @property
-    def proposal(self) -> Proposal:
-        return self.decision.proposal
-
-    @property
-    def tier(self) -> str:
-        return self.decision.proposal.tier
-
-
-def judge(decision: Decision, rubric: Rubric) -> Judgement:
-    proposal = decision.proposal
-    rejected = decision.kind == Decision.Kind.REJECT
-    # A rejection writes nothing, whatever its row carries: it approves no label.
-    approved: frozenset[str] = frozenset() if rejected else frozenset(decision.add_labels)
-    approved_removals: set[str] = set() if rejected else set(decision.remove_labels)
-    proposed = frozenset(proposal.add_labels)
-    rules = rules_cited(proposal)
-    kept: set[str] = set()
-    for rule_id in rules:
-        add, remove = rule_change(rubric, rule_id, proposal)
-        if not rejected and add <= approved and remove <= approved_removals:
-            kept.add(rule_id)
-    return Judgement(
-        decision=decision,
-        outcome=outcome(decision),
-        proposed=proposed,
-        approved=approved,
-        rules=rules,
-        kept_rules=frozenset(kept),
-        substitutions=tuple(product(sorted(proposed - approved), sorted(approved - proposed))),
-    )
-
-
-def latest_per_proposal(decisions: Iterable[Decision]) -> list[Decision]:
-    """The last decision of each proposal, oldest first; `decisions` must come oldest first."""
-    latest: dict[int, Decision] = {}
-    for decision in decisions:
-        # Re-inserted, so that the result is in the order of the decisions kept.
-        latest.pop(decision.proposal_id, None)
-        latest[decision.proposal_id] = decision
-    return list(latest.values())
-
-
-def decisions_in(queue: Queue, period: Period, *, with_text: bool) -> QuerySet[Decision]:
-    """One query for everything the report reads: with the issues' texts and the writes for
-    the backtest, or else with the deciders for the drill-down."""
+def verdicts_in(queue: Queue, period: Period) -> QuerySet[Verdict]:
+    """Each proposal's last decision, where it falls in the range."""
     start, end = period.bounds()
-    decisions = Decision.objects.filter(
-        proposal__queue=queue, decided_at__gte=start, decided_at__lt=end
-    ).order_by("decided_at", "pk")
+    return Verdict.objects.filter(
+        queue=queue, current=True, decided_at__gte=start, decided_at__lt=end
+    )
+
+
+def judgements(
+    queue: Queue, period: Period, chosen: Filter | None = None, *, with_text: bool = False
+) -> QuerySet[Decision]:
+    """The decisions behind a figure, newest first; judge() each one that is shown."""
+    verdicts = verdicts_in(queue, period)
+    if chosen is not None:
+        verdicts = verdicts.filter(chosen.condition())
+    decisions = Decision.objects.filter(verdict__in=verdicts).order_by("-decided_at", "-pk")
     if with_text:
         return decisions.select_related("proposal__issue", "write")
     return decisions.select_related("proposal__issue", "decided_by").defer(
         "proposal__issue__body", "proposal__issue__comments"
     )
-
-
-def judgements(queue: Queue, period: Period, *, with_text: bool = False) -> list[Judgement]:
-    rubric = loader.load(queue.rubric)
-    chosen = latest_per_proposal(decisions_in(queue, period, with_text=with_text))
-    return [judge(decision, rubric) for decision in chosen]
 
 
 # What a figure counts -------------------------------------------------------------------------
@@ -249,32 +157,34 @@ class Filter:
     dropped: str = ""
     added: str = ""
 
-    def matches(self, judgement: Judgement) -> bool:
-        if self.kind and judgement.outcome != self.kind:
-            return False
-        if self.tier and judgement.tier != self.tier:
-            return False
+    def condition(self) -> Q:
+        """The verdicts this filter holds for, as a database condition."""
+        condition = Q()
+        if self.kind:
+            condition &= Q(outcome=self.kind)
+        if self.tier:
+            condition &= Q(tier=self.tier)
         if self.rule:
-            if self.rule not in judgement.rules:
-                return False
-            if self.kept is not None and (self.rule in judgement.kept_rules) != self.kept:
-                return False
-        if self.label and not self._label_matches(judgement):
-            return False
+            rules = VerdictRule.objects.filter(verdict=OuterRef("pk"), rule=self.rule)
+            if self.kept is not None:
+                rules = rules.filter(kept=self.kept)
+            condition &= Q(Exists(rules))
+        if self.label:
+            sides = {
+                "": Q(),
+                "proposed": Q(proposed=True),
+                "approved": Q(approved=True),
+                "kept": Q(proposed=True, approved=True),
+                "dropped": Q(proposed=True, approved=False),
+                "added": Q(proposed=False, approved=True),
+            }
+            labels = VerdictLabel.objects.filter(sides[self.side], verdict=OuterRef("pk"))
+            condition &= Q(Exists(labels.filter(label=self.label)))
         if self.dropped and self.added:
-            return (self.dropped, self.added) in judgement.substitutions
-        return True
-
-    def _label_matches(self, judgement: Judgement) -> bool:
-        proposed, approved = self.label in judgement.proposed, self.label in judgement.approved
-        return {
-            "": proposed or approved,
-            "proposed": proposed,
-            "approved": approved,
-            "kept": proposed and approved,
-            "dropped": proposed and not approved,
-            "added": approved and not proposed,
-        }[self.side]
+            labels = VerdictLabel.objects.filter(verdict=OuterRef("pk"))
+            condition &= Q(Exists(labels.filter(label=self.dropped, proposed=True, approved=False)))
+            condition &= Q(Exists(labels.filter(label=self.added, proposed=False, approved=True)))
+        return condition
 
     def describe(self) -> list[str]:
         parts = []
@@ -430,17 +340,13 @@ class Report:
     queue: Queue
     period: Period
     rubric: Rubric
-    judgements: list[Judgement]
+    decisions: int
     kinds: list[KindRow] = field(default_factory=list)
     rules: list[RuleRow] = field(default_factory=list)
     labels: list[LabelRow] = field(default_factory=list)
     substitutions: list[SubstitutionRow] = field(default_factory=list)
     tiers: list[TierRow] = field(default_factory=list)
     weeks: list[WeekRow] = field(default_factory=list)
-
-    @property
-    def decisions(self) -> int:
-        return len(self.judgements)
 
     def week_series(self) -> dict[str, list[WeekRow]]:
         series: dict[str, list[WeekRow]] = defaultdict(list)
@@ -449,56 +355,74 @@ class Report:
         return series
 
 
-def build(queue: Queue, period: Period, *, with_text: bool = True) -> Report:
-    """Every table of the report, from two queries (this queue's decisions, and every queue's
-    for the weekly series) and the queue list. what_would_change() needs `with_text`."""
+def build(queue: Queue, period: Period) -> Report:
+    """Every table of the report, counted in the database: a few grouped queries over the
+    range's verdicts, whatever their number."""
     rubric = loader.load(queue.rubric)
-    judged = judgements(queue, period, with_text=with_text)
-    report = Report(queue=queue, period=period, rubric=rubric, judgements=judged)
-    total = len(judged)
-
-    outcomes = Counter(j.outcome for j in judged)
+    verdicts = verdicts_in(queue, period)
+    outcomes = dict(verdicts.values_list("outcome").annotate(n=Count("pk")).order_by())
+    total = sum(outcomes.values())
+    report = Report(queue=queue, period=period, rubric=rubric, decisions=total)
     report.kinds = [
-        KindRow(kind, title, outcomes[kind], ratio(outcomes[kind], total))
+        KindRow(kind, title, outcomes.get(kind, 0), ratio(outcomes.get(kind, 0), total))
         for kind, title in OUTCOMES.items()
     ]
 
-    fired: Counter[str] = Counter()
-    kept: Counter[str] = Counter()
-    for j in judged:
-        fired.update(j.rules)
-        kept.update(j.kept_rules)
+    in_range = {
+        "verdict__queue": queue,
+        "verdict__current": True,
+        "verdict__decided_at__gte": period.bounds()[0],
+        "verdict__decided_at__lt": period.bounds()[1],
+    }
     known = {rule.id for rule in rubric.rules} | ({COMPLETION} if rubric.completion else set())
     report.rules = sorted(
-        (RuleRow(rule, rule in known, fired[rule], kept[rule]) for rule in fired),
+        (
+            RuleRow(rule, rule in known, fired, kept)
+            for rule, fired, kept in VerdictRule.objects.filter(**in_range)
+            .values_list("rule")
+            .annotate(n=Count("pk"), n_kept=Count("pk", filter=Q(kept=True)))
+            .order_by()
+        ),
         key=lambda row: (-row.fired, row.rule),
     )
-
-    proposed: Counter[str] = Counter()
-    approved: Counter[str] = Counter()
-    both: Counter[str] = Counter()
-    for j in judged:
-        proposed.update(j.proposed)
-        approved.update(j.approved)
-        both.update(j.proposed & j.approved)
     report.labels = sorted(
         (
-            LabelRow(label, proposed[label], approved[label], both[label])
-            for label in proposed | approved
+            LabelRow(*row)
+            for row in VerdictLabel.objects.filter(**in_range)
+            .values_list("label")
+            .annotate(
+                n_proposed=Count("pk", filter=Q(proposed=True)),
+                n_approved=Count("pk", filter=Q(approved=True)),
+                n_kept=Count("pk", filter=Q(proposed=True, approved=True)),
+            )
+            .order_by()
         ),
         key=lambda row: (-(row.proposed + row.approved), row.label),
     )
-
-    pairs = Counter(pair for j in judged for pair in j.substitutions)
+    # Each label a human dropped, paired with each one they added in the same decision.
+    pairs = (
+        VerdictLabel.objects.filter(
+            **in_range,
+            proposed=True,
+            approved=False,
+            verdict__labels__proposed=False,
+            verdict__labels__approved=True,
+        )
+        .values_list("label", "verdict__labels__label")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
     report.substitutions = [
         SubstitutionRow(dropped, added, count)
-        for (dropped, added), count in sorted(pairs.items(), key=lambda item: (-item[1], item[0]))
+        for dropped, added, count in sorted(pairs, key=lambda row: (-row[2], row[0], row[1]))
     ]
-
-    tiers: Counter[str] = Counter(j.tier for j in judged)
-    accepted = Counter(j.tier for j in judged if j.outcome == "accepted")
-    report.tiers = [TierRow(tier, tiers[tier], accepted[tier]) for tier in TIERS]
-
+    tiers: dict[str, tuple[int, int]] = {
+        tier: (n, accepted)
+        for tier, n, accepted in verdicts.values_list("tier")
+        .annotate(n=Count("pk"), n_accepted=Count("pk", filter=Q(outcome="accepted")))
+        .order_by()
+    }
+    report.tiers = [TierRow(tier, *tiers.get(tier, (0, 0))) for tier in TIERS]
     report.weeks = weekly(period)
     return report
 
@@ -506,36 +430,20 @@ def build(queue: Queue, period: Period, *, with_text: bool = True) -> Report:
 def weekly(period: Period) -> list[WeekRow]:
     """Every queue's share accepted as proposed, per ISO week of the range, in queue order."""
     start, end = period.bounds()
-    decisions = (
-        Decision.objects.filter(decided_at__gte=start, decided_at__lt=end)
-        .select_related("proposal")
-        # What outcome() reads, and nothing heavier.
-        .only(
-            "kind",
-            "decided_at",
-            "add_labels",
-            "remove_labels",
-            "comment_body",
-            "close",
-            "proposal__queue",
-            "proposal__add_labels",
-            "proposal__remove_labels",
-            "proposal__comment_body",
-            "proposal__close",
-        )
-        .order_by("decided_at", "pk")
+    rows = (
+        Verdict.objects.filter(current=True, decided_at__gte=start, decided_at__lt=end)
+        .annotate(monday=TruncWeek("decided_at"))
+        .values_list("queue", "monday")
+        .annotate(n=Count("pk"), n_accepted=Count("pk", filter=Q(outcome="accepted")))
+        .order_by()
     )
-    counts: Counter[tuple[int, date]] = Counter()
-    accepted: Counter[tuple[int, date]] = Counter()
-    for decision in latest_per_proposal(decisions):
-        day = timezone.localtime(decision.decided_at).date()
-        key = (decision.proposal.queue_id, day - timedelta(days=day.weekday()))
-        counts[key] += 1
-        accepted[key] += outcome(decision) == "accepted"
+    counts: dict[tuple[int, date], tuple[int, int]] = {}
+    for queue_id, monday, n, accepted in rows:
+        # TruncWeek gives a date on SQLite and an aware datetime on PostgreSQL.
+        day = timezone.localtime(monday).date() if isinstance(monday, datetime) else monday
+        counts[queue_id, day] = (n, accepted)
     return [
-        WeekRow(
-            queue.slug, queue.name, monday, counts[queue.pk, monday], accepted[queue.pk, monday]
-        )
+        WeekRow(queue.slug, queue.name, monday, *counts.get((queue.pk, monday), (0, 0)))
         for queue in Queue.objects.only("slug", "name", "position")
         for monday in period.mondays()
     ]
@@ -652,11 +560,15 @@ def _score(report: backtest.Report) -> Score:
     return Score(micro.precision, micro.recall, micro.f1, exact)
 
 
+# The backtest reruns the rules on every issue's text: it takes the range's latest decisions.
+BACKTESTED_DECISIONS = 300
+
+
 def what_would_change(report: Report) -> WhatWouldChange:
-    """Needs the judgements built with the issues' texts (build() loads them)."""
+    latest = list(judgements(report.queue, report.period, with_text=True)[:BACKTESTED_DECISIONS])
     by_issue: dict[int, Judgement] = {}
     left_out = 0
-    for j in report.judgements:
+    for j in (judge(decision, report.rubric) for decision in reversed(latest)):
         write = getattr(j.decision, "write", None)
         if write is not None and write.state == "conflict":
             left_out += 1

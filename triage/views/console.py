@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import csv
 import json
 from datetime import timedelta
 from decimal import Decimal
@@ -31,7 +30,7 @@ from triage.forms import InboxPageForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
-from triage.spreadsheets import csv_cell
+from triage.spreadsheets import streamed_csv
 from triage.tasks import add_escalation_to_agenda, send_write_on_commit, sync_queue
 from triage.views import HtmxHttpRequest, can_decide
 
@@ -123,7 +122,7 @@ def _inbox_context(
         "left": backlog.pending(queue, order).count(),
         "paged": after is not None,
         "next_cursor": last.pk if last is not None else None,
-        "page_size": settings.TRIAGE_INBOX_PAGE_SIZE,
+        "page_size": settings.TRIAGE_PAGE_SIZE,
         "spend": _spend(queue),
     } | _week_context(request, queue, proposals)
 
@@ -444,26 +443,14 @@ def _export_rows() -> Iterator[dict[str, Any]]:
         }
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @require_GET
 def export_decisions(request: HtmxHttpRequest, fmt: str) -> HttpResponse | StreamingHttpResponse:
     if fmt == "jsonl":
         lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in _export_rows())
         response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
-    elif fmt == "csv":
-        writer = csv.writer(_Echo())
-
-        def rows() -> Iterator[str]:
-            yield writer.writerow(EXPORT_FIELDS)
-            for row in _export_rows():
-                yield writer.writerow([csv_cell(row[field]) for field in EXPORT_FIELDS])
-
-        response = StreamingHttpResponse(rows(), content_type="text/csv; charset=utf-8")
-    else:
-        raise Http404
-    response["Content-Disposition"] = f'attachment; filename="decisions.{fmt}"'
-    return response
+        response["Content-Disposition"] = 'attachment; filename="decisions.jsonl"'
+        return response
+    if fmt == "csv":
+        rows = ([row[field] for field in EXPORT_FIELDS] for row in _export_rows())
+        return streamed_csv("decisions.csv", EXPORT_FIELDS, rows)
+    raise Http404

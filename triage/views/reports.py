@@ -8,15 +8,19 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from django.http import HttpResponse
+from django.conf import settings
+from django.db.models import Q
+from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from triage import charts, reports
-from triage.models import Queue
-from triage.spreadsheets import safe_cell
+from triage import charts, judging, reports
+from triage.forms import DrillDownPageForm
+from triage.models import Decision, Queue
+from triage.rubric import loader
+from triage.spreadsheets import safe_cell, streamed_csv
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -75,7 +79,7 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             period = reports.parse_period(request.GET, today)
         except reports.ReportInputError as exc:
             return _bad_request(str(exc))
-        header, rows = reports.table(reports.build(queue, period, with_text=False), name)
+        header, rows = reports.table(reports.build(queue, period), name)
         filename = f"{queue.slug}-{name}-{period.start}-{period.end}.csv"
         return _csv_response(filename, header, rows)
     if fmt:
@@ -178,7 +182,7 @@ DECISION_FIELDS = [
 ]
 
 
-def _decision_row(judgement: reports.Judgement) -> list[object]:
+def _decision_row(judgement: judging.Judgement) -> list[object]:
     decision, proposal = judgement.decision, judgement.proposal
     return [
         decision.pk,
@@ -199,27 +203,45 @@ def _decision_row(judgement: reports.Judgement) -> list[object]:
 
 
 @require_GET
-def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """The decisions behind one figure of the report, newest first."""
+def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse | StreamingHttpResponse:
+    """The decisions behind one figure of the report, newest first, a page at a time."""
     queue = get_object_or_404(Queue, slug=slug)
     today = timezone.localdate()
-    fmt = request.GET.get("format", "")
+    form = DrillDownPageForm(request.GET)
+    if not form.is_valid():
+        return _bad_request("format must be csv or absent, and before a decision's number.")
+    fmt = form.cleaned_data["format"]
     try:
         chosen = reports.parse_filter(request.GET)
         if fmt == "csv":
             period, error = reports.parse_period(request.GET, today), ""
-        elif fmt:
-            raise reports.ReportInputError(f"format must be csv or absent, not {fmt!r}.")
         else:
             period, error = _period(request, today)
     except reports.ReportInputError as exc:
         # Only a hand-edited address gets here: the report's links are well-formed.
         return _bad_request(str(exc))
-    listed = [j for j in reports.judgements(queue, period) if chosen.matches(j)]
-    listed.reverse()
+    rubric = loader.load(queue.rubric)
+    matching = reports.judgements(queue, period, chosen)
     if fmt == "csv":
         filename = f"{queue.slug}-decisions-{period.start}-{period.end}.csv"
-        return _csv_response(filename, DECISION_FIELDS, map(_decision_row, listed))
+        rows = (
+            _decision_row(judging.judge(decision, rubric))
+            for decision in matching.iterator(chunk_size=500)
+        )
+        return streamed_csv(filename, DECISION_FIELDS, rows)
+    before = form.cleaned_data["before"]
+    page = matching
+    if before is not None:
+        last = Decision.objects.filter(pk=before).only("decided_at").first()
+        if last is None:
+            return _bad_request("before names no decision.")
+        page = page.filter(
+            Q(decided_at__lt=last.decided_at) | Q(decided_at=last.decided_at, pk__lt=last.pk)
+        )
+    size = settings.TRIAGE_PAGE_SIZE
+    shown = list(page[: size + 1])
+    more = len(shown) > size
+    listed = [judging.judge(decision, rubric) for decision in shown[:size]]
     filters = chosen.params()
     context = {
         "queue": queue,
@@ -227,7 +249,11 @@ def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "error": error,
         "chosen": chosen,
         "listed": listed,
+        "total": matching.count(),
+        "paged": before is not None,
+        "next_before": listed[-1].decision.pk if more else None,
         "filter_params": filters,
+        "page_query": urlencode(period.params() | filters),
         "range_query": urlencode(period.params()),
         "csv_query": urlencode(period.params() | filters | {"format": "csv"}),
     }

@@ -259,9 +259,9 @@ def test_the_daily_budget_stops_model_calls(model, llm_queue):
 def test_hybrid_asks_the_model_only_where_the_rules_are_unsure(model):
     pt2 = queue("pt2")
     pt2.proposer = Queue.Proposer.HYBRID
-    pt2.hybrid_threshold = 0.8
+    pt2.hybrid_threshold = 0.7
     pt2.save()
-    # A fuzzer report scores 0.9 (the first-level bot's `bot-triaged` leaves `triaged`, and its
+    # A fuzzer report scores 0.75 (the first-level bot's `bot-triaged` leaves `triaged`, and its
     # lower confidence, out): the rules are sure enough.
     confident = propose_one(
         body="Found by our fuzzer.\n```python\nimport torch\n```",

@@ -1,0 +1,251 @@
+"""Pages at scale: synthetic issues, proposals and decisions, then every page timed.
+
+    DATABASE_URL=postgres://... .venv/bin/python benchmarks/scale.py --issues 10000 --decisions 10000
+
+Works in a database of its own (Django's test database, `test_<name>`, made and dropped here),
+never in the one DATABASE_URL names. Generates issues in GitHub's REST shape (2-8 KB bodies with
+tracebacks, comments, the three queues' labels), proposes them with the rule engine in this
+process, decides some of them through the outbox (each decision with its verdict and write),
+then requests every page 20 times as a logged-in oncall with DEBUG off: p50/p95, SQL queries,
+bytes and the peak of Python memory. Prints a table, then one JSON object as its last line.
+
+Not measured here (see the scale issue): the sync against the stand-in, `import_issues`, and
+Celery workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+os.environ.setdefault("DEBUG", "0")
+os.environ.setdefault("SECRET_KEY", "benchmark-only")
+
+REPO = "pytorch/pytorch"
+START = datetime(2026, 1, 5, tzinfo=UTC)
+FRAMES = [
+    ("_dynamo/symbolic_convert", "step", "self.dispatch_table[inst.opcode](self, inst)"),
+    ("_inductor/compile_fx", "fw_compiler_base", "return inner_compile(model, example_inputs)"),
+    ("_inductor/scheduler", "fuse_nodes", "nodes = self.fuse_nodes_once(nodes)"),
+    ("distributed/fsdp/_fully_shard/_fsdp_param", "reset_sharded_param", "self._sharded = x"),
+    ("_subclasses/fake_tensor", "dispatch", "return self._cached_dispatch_impl(func, args)"),
+]
+OPENINGS = [
+    "torch.compile fails with a graph break: torch._dynamo.exc.Unsupported: call_function",
+    "With mark_dynamic the compiled model recompiles every step (dynamic shapes).",
+    "Inductor produces wrong results compared to eager on CUDA.",
+    "FSDP2 fully_shard hangs at the first all_gather on 8 GPUs with NCCL.",
+    "DTensor redistribute from Shard(0) to Replicate gives a wrong shape.",
+    "torch.export fails with a data-dependent guard on a nonzero call.",
+]
+LABELS = [["oncall: pt2"], ["oncall: distributed"], []]
+
+
+def raw_issue(number: int, rng: random.Random) -> dict[str, Any]:
+    opening = rng.choice(OPENINGS)
+    lines = ["### 🐛 Describe the bug", "", opening, "", "```python", "import torch"]
+    lines += [f"x{i} = torch.randn({i + 2}, 8)" for i in range(rng.randint(2, 8))]
+    lines += ["```", "", "```", "Traceback (most recent call last):"]
+    size = rng.randint(2_000, 8_000)
+    while sum(len(line) + 1 for line in lines) < size:
+        module, function, code = rng.choice(FRAMES)
+        lines.append(f'  File "/opt/conda/lib/python3.12/site-packages/torch/{module}.py", ')
+        lines.append(f"line {rng.randint(10, 4000)}, in {function}\n    {code}")
+    lines += ["```", "", "### Versions", "PyTorch version: 2.10.0", "[pip3] numpy==2.1.0"]
+    created = START + timedelta(minutes=7 * number)
+    return {
+        "number": number,
+        "title": f"{opening[:60]} ({number})",
+        "body": "\n".join(lines),
+        "state": "open",
+        "labels": [{"name": label} for label in rng.choice(LABELS)],
+        "user": {"login": f"reporter{number % 97}"},
+        "created_at": created.isoformat(),
+        "updated_at": created.isoformat(),
+        "html_url": f"https://github.com/{REPO}/issues/{number}",
+        "comments": [
+            {
+                "id": number * 10 + i,
+                "user": {"login": "maintainer"},
+                "body": "Can you try with TORCH_LOGS=+dynamo?",
+                "created_at": created.isoformat(),
+            }
+            for i in range(rng.choice((0, 0, 1, 2)))
+        ],
+    }
+
+
+def populate(issues: int, decisions: int, seed: int) -> dict[str, float]:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+    from django.db import transaction
+
+    from triage import ingest, outbox, proposing
+    from triage.models import Issue, Proposal, Queue
+
+    rng = random.Random(seed)
+    started = time.perf_counter()
+    rows = []
+    for number in range(1, issues + 1):
+        fields = ingest.parse(raw_issue(number, rng))
+        rows.append(Issue(repository=REPO, number=fields.number, **fields.as_model_fields()))
+        if len(rows) == 1000:
+            Issue.objects.bulk_create(rows)
+            rows = []
+    Issue.objects.bulk_create(rows)
+    imported = time.perf_counter() - started
+
+    started = time.perf_counter()
+    queues = list(Queue.objects.all())
+    made = 0
+    for issue in Issue.objects.iterator(chunk_size=500):
+        for queue in queues:
+            made += proposing.propose(issue, queue) is not None
+    proposing_s = time.perf_counter() - started
+
+    user = get_user_model().objects.create_user("bench", password="bench")
+    user.user_permissions.add(Permission.objects.get(codename="decide"))
+    started = time.perf_counter()
+    pending = list(
+        Proposal.objects.filter(status="pending").order_by("?").values_list("pk", flat=True)
+    )
+    kinds = ("accept", "accept", "edit", "escalate", "reject")
+    for pk in pending[:decisions]:
+        proposal = Proposal.objects.select_related("issue", "queue").get(pk=pk)
+        kind = rng.choice(kinds)
+        add = [] if kind == "reject" else list(proposal.add_labels)
+        if kind == "edit":
+            add = [*add[1:], "module: inductor"]
+        with transaction.atomic():
+            outbox.decide(
+                proposal,
+                kind=kind,
+                user=user,
+                add_labels=add,
+                remove_labels=[],
+                comment_body="",
+                close=False,
+                note="bench",
+            )
+    deciding_s = time.perf_counter() - started
+    return {
+        "issues_per_s": issues / imported,
+        "proposals": made,
+        "proposals_per_s": made / proposing_s,
+        "decisions_per_s": min(decisions, len(pending)) / max(deciding_s, 1e-9),
+    }
+
+
+def time_page(client: Any, url: str, repeat: int) -> dict[str, float]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    timings: list[float] = []
+
+    def get() -> bytes:
+        response = client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+        return b"".join(response.streaming_content) if response.streaming else response.content
+
+    # Memory is traced in a run of its own: tracing slows Python down several times.
+    tracemalloc.start()
+    with CaptureQueriesContext(connection) as captured:
+        size = len(get())
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    queries = len(captured)
+    for _ in range(repeat):
+        started = time.perf_counter()
+        get()
+        timings.append((time.perf_counter() - started) * 1000)
+    timings.sort()
+    return {
+        "p50_ms": round(statistics.median(timings), 1),
+        "p95_ms": round(timings[min(len(timings) - 1, int(len(timings) * 0.95))], 1),
+        "queries": queries,
+        "bytes": size,
+        "peak_mb": round(peak, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--issues", type=int, default=10_000)
+    parser.add_argument("--decisions", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+    from django.urls import reverse
+
+    if connection.vendor != "postgresql":
+        sys.exit("DATABASE_URL must name a PostgreSQL server.")
+    setup_test_environment()
+    settings.ALLOWED_HOSTS = ["testserver"]
+    name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        figures = populate(args.issues, args.decisions, args.seed)
+        from triage.models import Decision, Issue, Proposal
+
+        client = Client()
+        client.login(username="bench", password="bench")
+        pending_pt2 = Proposal.objects.filter(queue__slug="pt2", status="pending")
+        # The cursor of the last page, or of the eleventh when there are more.
+        depth = min(settings.TRIAGE_PAGE_SIZE * 10, pending_pt2.count() - 1)
+        deep = pending_pt2.order_by("-issue_created_at", "-pk").values_list("pk", flat=True)[depth]
+        proposal = Proposal.objects.filter(queue__slug="pt2", status="pending").first()
+        decided = Decision.objects.order_by("-pk").first()
+        assert proposal is not None and decided is not None
+        issue = Issue.objects.get(pk=decided.proposal.issue_id)
+        today = datetime.now(UTC).date()
+        last_90 = f"start={(today - timedelta(days=89)).isoformat()}&end={today.isoformat()}"
+        pages = {
+            "inbox": reverse("inbox", args=["pt2"]),
+            "inbox, a deep page": f"{reverse('inbox', args=['pt2'])}?cursor={deep}",
+            "issue page": reverse("proposal", args=[proposal.pk]),
+            "history": reverse("history", args=[issue.pk]),
+            "report, 90 days": f"{reverse('report', args=['pt2'])}?{last_90}",
+            "report CSV (labels)": f"{reverse('report', args=['pt2'])}?{last_90}&format=csv&table=labels",
+            "drill-down (accepted)": f"{reverse('report-decisions', args=['pt2'])}?{last_90}&kind=accepted",
+            "decisions.csv": reverse("export-decisions", args=["csv"]),
+        }
+        results = {page: time_page(client, url, args.repeat) for page, url in pages.items()}
+    finally:
+        connection.creation.destroy_test_db(name, verbosity=0)
+
+    print(f"{args.issues} issues, {figures['proposals']} proposals, {args.decisions} decisions")
+    print(f"{'page':28} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'bytes':>10} {'peak MB':>8}")
+    for page, r in results.items():
+        print(
+            f"{page:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['queries']:8d} "
+            f"{r['bytes']:10d} {r['peak_mb']:8.1f}"
+        )
+    print(
+        f"generating {figures['issues_per_s']:.0f} issues/s, proposing "
+        f"{figures['proposals_per_s']:.0f} proposals/s in one process, deciding "
+        f"{figures['decisions_per_s']:.0f} decisions/s"
+    )
+    print(json.dumps({"pages": results, "proposals_per_s": round(figures["proposals_per_s"])}))
+
+
+if __name__ == "__main__":
+    main()

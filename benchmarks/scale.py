@@ -5,8 +5,8 @@
 Works in a database of its own (Django's test database, `test_<name>`, made and dropped here),
 never in the one DATABASE_URL names. Generates issues in GitHub's REST shape (2-8 KB bodies with
 tracebacks, comments, the three queues' labels), proposes them with the rule engine in this
-process, decides some of them through the outbox (each decision with its verdict and write),
-then requests every page 20 times as a logged-in oncall with DEBUG off: p50/p95, SQL queries,
+process, decides `--decisions` of them through the outbox, each with its verdict and write
+(`--issues` stay pending), then requests every page 20 times as a logged-in oncall with DEBUG off: p50/p95, SQL queries,
 bytes and the peak of Python memory. Prints a table, then one JSON object as its last line.
 
 Not measured here (see the scale issue): the sync against the stand-in, `import_issues`, and
@@ -98,7 +98,8 @@ def populate(issues: int, decisions: int, seed: int) -> dict[str, float]:
     rng = random.Random(seed)
     started = time.perf_counter()
     rows = []
-    for number in range(1, issues + 1):
+    # Each issue is in one queue: as many more issues as decisions leaves `issues` pending.
+    for number in range(1, issues + decisions + 1):
         fields = ingest.parse(raw_issue(number, rng))
         rows.append(Issue(repository=REPO, number=fields.number, **fields.as_model_fields()))
         if len(rows) == 1000:
@@ -141,7 +142,7 @@ def populate(issues: int, decisions: int, seed: int) -> dict[str, float]:
             )
     deciding_s = time.perf_counter() - started
     return {
-        "issues_per_s": issues / imported,
+        "issues_per_s": (issues + decisions) / imported,
         "proposals": made,
         "proposals_per_s": made / proposing_s,
         "decisions_per_s": min(decisions, len(pending)) / max(deciding_s, 1e-9),

@@ -86,12 +86,17 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         return _bad_request(f"format must be csv, or absent for the page, not {fmt!r}.")
     period, error = _period(request, today)
     built = reports.build(queue, period)
+    # Rerunning the rules on every issue's text takes long: the page comes first, then this.
+    changes = reports.what_would_change(built) if "backtest" in request.GET else None
+    if changes is not None and request.htmx:
+        context = {"queue": queue, "report": built, "changes": changes}
+        return render(request, "triage/report.html#what-would-change", context)
     context = {
         "queue": queue,
         "period": period,
         "error": error,
         "report": built,
-        "changes": reports.what_would_change(built),
+        "changes": changes,
         "range_query": urlencode(period.params()),
         "presets": [
             (days, urlencode(reports.Period.ending(today, days).params())) for days in PRESET_DAYS

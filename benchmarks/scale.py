@@ -109,11 +109,10 @@ def populate(issues: int, decisions: int, seed: int) -> dict[str, float]:
     imported = time.perf_counter() - started
 
     started = time.perf_counter()
-    queues = list(Queue.objects.all())
     made = 0
-    for issue in Issue.objects.iterator(chunk_size=500):
-        for queue in queues:
-            made += proposing.propose(issue, queue) is not None
+    ids = list(Issue.objects.order_by("pk").values_list("pk", flat=True))
+    for queue in Queue.objects.all():
+        made += proposing.propose_many(queue, ids)
     proposing_s = time.perf_counter() - started
 
     user = get_user_model().objects.create_user("bench", password="bench")

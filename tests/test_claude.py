@@ -347,12 +347,12 @@ def test_a_backlog_is_batched_only_for_model_queues_with_workers(
     app.conf.task_always_eager = False
     try:
         assert enqueued(capture, llm_queue, ids) == ["triage.tasks.propose_backlog"]
-        assert enqueued(capture, llm_queue, ids[:1]) == ["triage.tasks.propose_issue"]
-        assert enqueued(capture, queue("distributed"), ids) == ["triage.tasks.propose_issue"] * 2
+        assert enqueued(capture, llm_queue, ids[:1]) == ["triage.tasks.propose_issues"]
+        assert enqueued(capture, queue("distributed"), ids) == ["triage.tasks.propose_issues"]
     finally:
         app.conf.task_always_eager = True
     # In-process tasks have no beat to collect a batch: single calls instead.
-    assert enqueued(capture, llm_queue, ids) == ["triage.tasks.propose_issue"] * 2
+    assert enqueued(capture, llm_queue, ids) == ["triage.tasks.propose_issues"]
 
 
 def test_backtest_with_the_model_prints_tokens_and_cost(model, tmp_path):

@@ -84,12 +84,10 @@ def add_escalation_to_agenda(decision_id: int) -> None:
 
 
 @shared_task(base=DjangoTask)
-def propose_issue(issue_id: int, queue_id: int) -> None:
-    issue = Issue.objects.filter(pk=issue_id).first()
+def propose_issues(queue_id: int, issue_ids: list[int]) -> None:
     queue = Queue.objects.filter(pk=queue_id).first()
-    if issue is None or queue is None:
-        return
-    proposing.propose(issue, queue)
+    if queue is not None:
+        proposing.propose_many(queue, issue_ids)
 
 
 @shared_task(base=DjangoTask)
@@ -211,8 +209,8 @@ def propose_later(queue: Queue, issue_ids: list[int]) -> None:
     ):
         propose_backlog.delay_on_commit(queue.pk, issue_ids)
         return
-    for issue_id in issue_ids:
-        propose_issue.delay_on_commit(issue_id, queue.pk)
+    for start in range(0, len(issue_ids), proposing.PROPOSE_CHUNK):
+        propose_issues.delay_on_commit(queue.pk, issue_ids[start : start + proposing.PROPOSE_CHUNK])
 
 
 def propose_changed(issue: Issue) -> None:

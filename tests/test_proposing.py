@@ -75,3 +75,16 @@ def test_many_at_once_skip_decided_keep_fresh_and_supersede_stale():
     assert not Proposal.objects.filter(issue=decided, status="pending").exists()
     # Nothing changed since: a second run proposes nothing.
     assert proposing.propose_many(pt2, [decided.pk, fresh.pk, stale.pk, elsewhere.pk]) == 0
+
+
+def test_an_issue_that_left_the_queue_loses_its_pending_proposal():
+    pt2 = queue("pt2")
+    issue = make_issue(number=1)
+    proposal = proposing.propose(issue, pt2)
+    assert proposal is not None
+    issue.labels = ["oncall: pt2", "triaged"]
+    issue.save()
+
+    assert proposing.propose_many(pt2, [issue.pk]) == 0
+    proposal.refresh_from_db()
+    assert proposal.status == "withdrawn"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from triage.models import Issue
@@ -179,3 +180,56 @@ def upsert(repository: str, fields: IssueFields) -> tuple[Issue, bool]:
     if changed_any:
         issue.save()
     return issue, issue.content_hash != before
+
+
+def upsert_many(repository: str, batch: list[IssueFields]) -> tuple[int, int, list[int]]:
+    """`upsert` for a batch of distinct issues in three queries: how many were created, how
+    many changed, and the ids of those (created ones included) whose content changed."""
+    if not batch:
+        return 0, 0, []
+    existing = {
+        issue.number: issue
+        for issue in Issue.objects.filter(
+            repository=repository, number__in=[fields.number for fields in batch]
+        )
+    }
+    fresh: list[Issue] = []
+    edited: list[Issue] = []
+    changed_ids: list[int] = []
+    for fields in batch:
+        values = fields.as_model_fields()
+        issue = existing.get(fields.number)
+        if issue is None:
+            fresh.append(
+                Issue(repository=repository, number=fields.number, **({"comments": []} | values))
+            )
+            continue
+        before = issue.content_hash
+        if any(getattr(issue, key) != value for key, value in values.items()):
+            for key, value in values.items():
+                setattr(issue, key, value)
+            edited.append(issue)
+            if issue.content_hash != before:
+                changed_ids.append(issue.pk)
+    created = Issue.objects.bulk_create(fresh)
+    if edited:
+        now = timezone.now()
+        for issue in edited:
+            issue.synced_at = now
+        Issue.objects.bulk_update(edited, STORED_FIELDS)
+    return len(created), len(changed_ids), [*changed_ids, *(issue.pk for issue in created)]
+
+
+# Every field an issue's fields set (`as_model_fields`), and when it was last stored.
+STORED_FIELDS = [
+    "title",
+    "body",
+    "state",
+    "author",
+    "html_url",
+    "labels",
+    "comments",
+    "created_at",
+    "updated_at",
+    "synced_at",
+]

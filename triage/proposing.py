@@ -169,20 +169,26 @@ PROPOSE_CHUNK = 200
 
 
 def propose_many(queue: Queue, issue_ids: list[int]) -> int:
-    """`propose` for many issues of a rules queue at once; returns how many it proposed.
+    """`propose` for many issues at once; returns how many it proposed.
 
-    The same rules as `propose`, in a few queries per chunk instead of a few per issue: decided
-    issues are skipped, fresh pending proposals kept, stale ones superseded. A queue that asks
-    the model goes issue by issue, as each call is its own request anyway.
+    The same rules as `propose`, in a few queries per chunk instead of a few per issue: issues
+    that left the queue lose their pending proposal, decided issues are skipped, fresh pending
+    proposals kept, stale ones superseded. A queue that asks the model goes issue by issue, as
+    each call is its own request anyway.
     """
-    if queue.proposer != Queue.Proposer.RULES:
-        return sum(
-            propose(issue, queue) is not None for issue in Issue.objects.filter(pk__in=issue_ids)
-        )
     rubric = loader.load(queue.rubric)
     made = 0
     for start in range(0, len(issue_ids), PROPOSE_CHUNK):
         chunk = issue_ids[start : start + PROPOSE_CHUNK]
+        issues = list(Issue.objects.filter(pk__in=chunk))
+        staying = [issue for issue in issues if queue.matches(issue.labels, issue.state)]
+        leaving = {issue.pk for issue in issues} - {issue.pk for issue in staying}
+        Proposal.objects.filter(
+            issue_id__in=leaving, queue=queue, status=Proposal.Status.PENDING
+        ).update(status=Proposal.Status.WITHDRAWN)
+        if queue.proposer != Queue.Proposer.RULES:
+            made += sum(propose(issue, queue) is not None for issue in staying)
+            continue
         decided = set(
             Proposal.objects.filter(
                 issue_id__in=chunk, queue=queue, status=Proposal.Status.DECIDED
@@ -194,15 +200,11 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
                 issue_id__in=chunk, queue=queue, status=Proposal.Status.PENDING
             ).only("pk", "issue_id", "input_hash", "rubric_version")
         }
-        fresh: list[Proposal] = []
-        for issue in Issue.objects.filter(pk__in=chunk).exclude(pk__in=decided):
-            if not queue.matches(issue.labels, issue.state):
-                continue
-            if is_fresh(current.get(issue.pk), issue, rubric):
-                continue
-            fresh.append(
-                Proposal.from_draft(issue, queue, engine.propose(rubric, issue_input(issue)))
-            )
+        fresh = [
+            Proposal.from_draft(issue, queue, engine.propose(rubric, issue_input(issue)))
+            for issue in staying
+            if issue.pk not in decided and not is_fresh(current.get(issue.pk), issue, rubric)
+        ]
         with transaction.atomic():
             stale = [current[p.issue_id].pk for p in fresh if p.issue_id in current]
             Proposal.objects.filter(pk__in=stale, status=Proposal.Status.PENDING).update(

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,12 +9,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from triage import ingest
-from triage.models import Issue, Queue
-from triage.proposing import queues_to_propose
+from triage.models import Queue
 from triage.tasks import propose_later
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
+    from collections.abc import Iterator
 
 
 class Command(BaseCommand):
@@ -29,62 +28,74 @@ class Command(BaseCommand):
         path: Path = options["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
-        parsed: list[ingest.IssueFields] = []
+        # Two passes over the file, neither holding it: the first checks every line, so that a
+        # bad line imports nothing; the second stores the issues in batches, in one transaction.
         errors: list[str] = []
         first_line: dict[int, int] = {}
-        with path.open("rb") as handle:
-            for number, raw_line in enumerate(handle, start=1):
-                try:
-                    line = raw_line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    errors.append(f"line {number}: not valid UTF-8 (at byte {exc.start + 1})")
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    fields = ingest.parse(json.loads(line), strict=True)
-                except json.JSONDecodeError as exc:
-                    errors.append(
-                        f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
-                    )
-                    continue
-                except RecursionError:
-                    errors.append(f"line {number}: nested too deeply to be an issue")
-                    continue
-                except ingest.IssueFormatError as exc:
-                    errors.append(f"line {number}: {exc}")
-                    continue
-                if fields.number in first_line:
-                    errors.append(
-                        f"line {number}: issue #{fields.number} already appears on line "
-                        f"{first_line[fields.number]}"
-                    )
-                    continue
-                first_line[fields.number] = number
-                parsed.append(fields)
+        total = 0
+        for number, parsed in _lines(path):
+            if isinstance(parsed, str):
+                errors.append(f"line {number}: {parsed}")
+            elif parsed.number in first_line:
+                errors.append(
+                    f"line {number}: issue #{parsed.number} already appears on line "
+                    f"{first_line[parsed.number]}"
+                )
+            else:
+                first_line[parsed.number] = number
+                total += 1
         if errors:
             raise CommandError(
                 f"{path}: nothing was imported, {len(errors)} malformed line(s):\n"
-                + "\n".join(errors)
+                + "\n".join(errors[:MAX_ERRORS_SHOWN])
+                + (
+                    f"\n… and {len(errors) - MAX_ERRORS_SHOWN} more"
+                    if len(errors) > MAX_ERRORS_SHOWN
+                    else ""
+                )
             )
         created = updated = 0
-        to_propose: dict[Queue, list[int]] = defaultdict(list)
+        changed_ids: list[int] = []
         with transaction.atomic():
-            for fields in parsed:
-                existed = Issue.objects.filter(
-                    repository=options["repo"], number=fields.number
-                ).exists()
-                issue, changed = ingest.upsert(options["repo"], fields)
-                if not changed:
-                    continue
-                if existed:
-                    updated += 1
-                else:
-                    created += 1
-                for queue in queues_to_propose(issue):
-                    to_propose[queue].append(issue.pk)
-            for queue, issue_ids in to_propose.items():
-                propose_later(queue, issue_ids)
+            batch: list[ingest.IssueFields] = []
+            for _, parsed in _lines(path):
+                assert not isinstance(parsed, str)  # the first pass found no error
+                batch.append(parsed)
+                if len(batch) == BATCH:
+                    new, changed, ids = ingest.upsert_many(options["repo"], batch)
+                    created, updated, batch = created + new, updated + changed, []
+                    changed_ids += ids
+            new, changed, ids = ingest.upsert_many(options["repo"], batch)
+            created, updated = created + new, updated + changed
+            changed_ids += ids
+            for queue in Queue.objects.filter(repository=options["repo"]):
+                propose_later(queue, changed_ids)
         self.stdout.write(
-            f"{created} new, {updated} updated, {len(parsed) - created - updated} unchanged"
+            f"{created} new, {updated} updated, {total - created - updated} unchanged"
         )
+
+
+# Issues stored per round trip.
+BATCH = 500
+MAX_ERRORS_SHOWN = 100
+
+
+def _lines(path: Path) -> Iterator[tuple[int, ingest.IssueFields | str]]:
+    """Each non-blank line's issue, or what is wrong with it."""
+    with path.open("rb") as handle:
+        for number, raw_line in enumerate(handle, start=1):
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield number, f"not valid UTF-8 (at byte {exc.start + 1})"
+                continue
+            if not line.strip():
+                continue
+            try:
+                yield number, ingest.parse(json.loads(line), strict=True)
+            except json.JSONDecodeError as exc:
+                yield number, f"not valid JSON ({exc.msg} at column {exc.colno})"
+            except RecursionError:
+                yield number, "nested too deeply to be an issue"
+            except ingest.IssueFormatError as exc:
+                yield number, str(exc)

@@ -579,7 +579,8 @@ def test_the_meeting_page_runs_a_constant_number_of_queries(client, oncall):
             decide_item(item, oncall)
     assert meeting.items.count() == 33
     large = count()
-    assert small == large == 10
+    # The page of items with their proposals, and the count of all.
+    assert small == large == 11
 
 
 def test_a_meeting_far_from_today_needs_a_confirmation(client, oncall):
@@ -671,3 +672,37 @@ def test_an_escalation_does_not_go_to_a_meeting_already_held(
     with django_capture_on_commit_callbacks(execute=True):
         client.post(reverse("decide", args=[proposal.pk]), {"kind": "escalate", "note": "Later"})
     assert not AgendaItem.objects.filter(meeting=held, issue=proposal.issue).exists()
+
+
+def test_a_long_agenda_pages_in_issue_order(client, oncall, settings):
+    settings.TRIAGE_PAGE_SIZE = 2
+    client.force_login(oncall)
+    for number in (505, 501, 503, 502, 504):
+        make_issue(number=number, labels=["oncall: pt2", "triage review"])
+    meeting = built()
+    url = reverse("meeting", args=[TODAY.isoformat()])
+    seen: list[int] = []
+    response = client.get(url)
+    assert response.context["total"] == 5
+    while True:
+        seen += [
+            entry.item.issue.number
+            for group in response.context["groups"]
+            for _, entries in group.modules
+            for entry in entries
+        ]
+        after = response.context["next_after"]
+        if after is None:
+            break
+        response = client.get(url, {"after": after})
+        assert b'id="first-page"' in response.content
+    assert seen == [501, 502, 503, 504, 505]
+    assert meeting.items.count() == 5
+
+
+@pytest.mark.parametrize("query", [{"after": "x"}, {"after": "999999"}, {"added": "-1"}])
+def test_a_bad_agenda_page_is_a_bad_request(client, oncall, query):
+    client.force_login(oncall)
+    built()
+    response = client.get(reverse("meeting", args=[TODAY.isoformat()]), query)
+    assert response.status_code == 400

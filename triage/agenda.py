@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from triage import outbox
@@ -427,11 +428,22 @@ def entry(item: AgendaItem) -> Entry:
     return Entry(item=item, proposal=proposal, write=getattr(item, "write", None))
 
 
-def grouped(meeting: Meeting) -> list[QueueGroup]:
+def page(meeting: Meeting, after: AgendaItem | None = None) -> tuple[list[AgendaItem], int | None]:
+    """A page of the meeting's items in issue order (after `after`), and where the next starts."""
+    rows = items(meeting)
+    if after is not None:
+        number = after.issue.number
+        rows = rows.filter(Q(issue__number__gt=number) | Q(issue__number=number, pk__gt=after.pk))
+    size = settings.TRIAGE_PAGE_SIZE
+    shown = list(rows[: size + 1])
+    return shown[:size], (shown[size - 1].pk if len(shown) > size else None)
+
+
+def grouped(agenda_items: Iterable[AgendaItem]) -> list[QueueGroup]:
     """The agenda by queue (in the queues' order, then items without one), then by module (the
     first of the issue's `module: ` labels, else of those its proposal adds)."""
     by_queue: dict[tuple[int, str, str], dict[str, list[Entry]]] = {}
-    for item in items(meeting):
+    for item in agenda_items:
         queue = item.queue
         key = (0, f"{queue.position:05d} {queue.slug}", queue.name) if queue else (1, "", NO_QUEUE)
         one = entry(item)
@@ -567,7 +579,7 @@ def _chips(labels: list[str], sign: str) -> list[str]:
 
 def as_markdown(meeting: Meeting) -> str:
     """The agenda with its outcomes, for the meeting notes."""
-    groups = grouped(meeting)
+    groups = grouped(items(meeting))
     lines = [f"# Triage review {meeting.date.isoformat()}", ""]
     total = sum(len(entries) for group in groups for _, entries in group.modules)
     if not total:

@@ -62,3 +62,10 @@ class DrillDownPageForm(forms.Form):
 
     format = forms.ChoiceField(choices=[("csv", "csv")], required=False)
     before = forms.IntegerField(min_value=1, required=False)
+
+
+class AgendaPageForm(forms.Form):
+    """A page of a meeting's agenda (the items after one), and what a refresh added."""
+
+    after = forms.IntegerField(min_value=1, required=False)
+    added = forms.IntegerField(min_value=0, required=False)

@@ -9,13 +9,14 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from triage import agenda
+from triage.forms import AgendaPageForm
 from triage.models import AgendaItem, Meeting
 from triage.rubric.loader import known_labels
 from triage.tasks import send_write_on_commit
@@ -123,11 +124,17 @@ def meetings(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "triage/meetings.html", context, status=status)
 
 
-def _agenda_context(request: HtmxHttpRequest, meeting: Meeting) -> dict[str, Any]:
+def _agenda_context(
+    request: HtmxHttpRequest, meeting: Meeting, after: AgendaItem | None = None
+) -> dict[str, Any]:
+    shown, next_after = agenda.page(meeting, after)
     return {
         "meeting": meeting,
         "day": meeting.date.isoformat(),
-        "groups": agenda.grouped(meeting),
+        "groups": agenda.grouped(shown),
+        "total": meeting.items.count(),
+        "paged": after is not None,
+        "next_after": next_after,
         "current": agenda.is_current(meeting),
         "previous": agenda.previous_meeting(meeting),
         "known_labels": sorted(known_labels()),
@@ -139,10 +146,17 @@ def _agenda_context(request: HtmxHttpRequest, meeting: Meeting) -> dict[str, Any
 @require_GET
 def meeting(request: HtmxHttpRequest, day: str) -> HttpResponse:
     found = _get_meeting_or_404(day)
-    context = _agenda_context(request, found)
-    added = request.GET.get("added", "")
-    if added.isdigit():
-        context["added"] = int(added)
+    form = AgendaPageForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("added and after must be numbers.")
+    after = None
+    if form.cleaned_data["after"] is not None:
+        after = found.items.select_related("issue").filter(pk=form.cleaned_data["after"]).first()
+        if after is None:
+            return HttpResponseBadRequest("after names no item of this meeting.")
+    context = _agenda_context(request, found, after)
+    if form.cleaned_data["added"] is not None:
+        context["added"] = form.cleaned_data["added"]
     return render(request, "triage/meeting.html", context)
 
 

@@ -329,3 +329,32 @@ def test_the_inbox_shows_the_rate_limit_budget(
     client.force_login(oncall)
     html = client.get(reverse("inbox", args=["pt2"])).content.decode()
     assert "GitHub budget:" in html and "of 5000 requests left this hour" in html
+
+
+def test_many_issues_get_their_comments_from_the_repository_listing(
+    standin, django_capture_on_commit_callbacks
+):
+    from triage.sync import REPOSITORY_COMMENTS_FROM
+
+    count = REPOSITORY_COMMENTS_FROM + 5
+    for number in range(1, count + 1):
+        standin.add_issue(
+            REPO, raw_issue(number, created=recent(600 - number), comments=[f"a{number}", "b"])
+        )
+    # Commented long before the first sync's window, relabelled since: the repository's
+    # listing of recent comments does not hold its comment, so it is read on its own.
+    old = raw_issue(9000, created=recent(60 * 24 * 60), updated=recent(5), comments=["old"])
+    old["comments"][0]["created_at"] = recent(60 * 24 * 59).isoformat().replace("+00:00", "Z")
+    standin.add_issue(REPO, old)
+    standin.reset_log()
+
+    sync("pt2", django_capture_on_commit_callbacks)
+
+    comment_reads = [r.path for r in standin.requests if r.path.endswith("/comments")]
+    assert comment_reads == [f"/repos/{REPO}/issues/comments", f"/repos/{REPO}/issues/9000/comments"]
+    assert Issue.objects.get(number=7).comments[0]["body"] == "a7"
+    assert [c["body"] for c in Issue.objects.get(number=9000).comments] == ["old"]
+    assert Proposal.objects.filter(queue__slug="pt2", status="pending").count() == count + 1
+    # Proposed once each, with their comments: the proposal saw what is stored.
+    proposal = Proposal.objects.get(issue__number=7, status="pending")
+    assert proposal.input_hash == Issue.objects.get(number=7).content_hash

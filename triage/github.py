@@ -8,6 +8,7 @@ to wait, and permanent ones, which carry the reason to show a human.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import time
 from typing import TYPE_CHECKING, Any
@@ -148,19 +149,13 @@ def rate_budget() -> tuple[int, int, datetime]:
 
 
 def iter_issues(
-    repository: str,
-    *,
-    labels: list[str],
-    since: datetime | None,
-    state: str,
-    known_comments: Callable[[int], int | None] | None = None,
-) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]] | None]]:
-    """Issues of a repository with their comments, oldest update first, in GitHub's REST shape.
+    repository: str, *, labels: list[str], since: datetime | None, state: str
+) -> Iterator[tuple[dict[str, Any], Callable[[], list[dict[str, Any]]]]]:
+    """Issues of a repository, oldest update first, in GitHub's REST shape, each with a way to
+    read its comments (one request, made only if called; `comments` holds their count).
 
     Sorting by update time ascending lets a sync that is interrupted resume from the last
-    `updated_at` it stored. Pull requests are left out. Comments are read only for an issue
-    whose comment count differs from what `known_comments(number)` says is stored: None says
-    they were not read.
+    `updated_at` it stored. Pull requests are left out.
     """
     gh = client()
     with translated_errors():
@@ -175,12 +170,29 @@ def iter_issues(
             # PyGithub fetch the whole issue again; a pull request's page is under /pull/.
             if "/pull/" in issue.html_url:
                 continue
-            known = known_comments(issue.number) if known_comments is not None else None
-            if known is not None and known == issue.comments:
-                yield _issue_dict(issue), None
-                continue
-            comments = [_comment_dict(c) for c in issue.get_comments()] if issue.comments else []
-            yield _issue_dict(issue), comments
+            yield _issue_dict(issue), functools.partial(_read_comments, issue)
+
+
+def _read_comments(issue: GithubIssue) -> list[dict[str, Any]]:
+    with translated_errors():
+        return [_comment_dict(c) for c in issue.get_comments()] if issue.comments else []
+
+
+def iter_repository_comments(
+    repository: str, since: datetime | None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every comment of the repository's issues updated since `since`, 100 a request, with the
+    number of its issue: cheaper than a request per issue when many issues need theirs."""
+    gh = client()
+    with translated_errors():
+        repo = gh.get_repo(repository)
+        kwargs: dict[str, Any] = {"sort": "updated", "direction": "asc"}
+        if since is not None:
+            kwargs["since"] = since
+        for comment in repo.get_issues_comments(**kwargs):
+            number = comment.issue_url.rstrip("/").rsplit("/", 1)[-1]
+            if number.isdigit():
+                yield int(number), _comment_dict(comment)
 
 
 # PyGithub's raw_data re-fetches an object that came from a list: one request per issue and per

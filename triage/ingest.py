@@ -73,7 +73,7 @@ def _label_name(label: Any) -> str:
     raise IssueFormatError(f"a label must be a name or an object with a name, got {label!r}")
 
 
-def _comment(raw: Any, strict: bool = False) -> dict[str, Any]:
+def comment(raw: Any, strict: bool = False) -> dict[str, Any]:
     if not isinstance(raw, dict) or not isinstance(raw.get("body", ""), str):
         raise IssueFormatError(f"a comment must be an object with a body, got {raw!r:.80}")
     if not isinstance(raw.get("id"), int):
@@ -153,7 +153,7 @@ def parse(raw: Any, comments: list[Any] | None = None, *, strict: bool = False) 
         author=storable(author, "the author's login", strict=strict),
         html_url=storable(html_url, "'html_url'", strict=strict),
         labels=sorted({_label_name(label) for label in labels}),
-        comments=None if comments is None else [_comment(c, strict) for c in comments],
+        comments=None if comments is None else [comment(c, strict) for c in comments],
         created_at=_timestamp(raw, "created_at"),
         updated_at=_timestamp(raw, "updated_at"),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -45,36 +46,42 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
         _finish(queue, seen=0, etag=etag, error="")
         return 0
 
-    def known_comments(number: int) -> int | None:
-        stored = (
-            Issue.objects.filter(repository=queue.repository, number=number)
-            .values_list("comments", flat=True)
-            .first()
-        )
-        return None if stored is None else len(stored)
-
-    for raw, comments in github.iter_issues(
-        queue.repository, labels=labels, since=since, state=state, known_comments=known_comments
+    # First the listing (100 issues a request), storing each issue without its comments; then
+    # the comments of the issues whose count differs from what is stored, in as few requests
+    # as the budget allows. The cursor moves only once both are done: a sync interrupted in
+    # between reads the same issues again rather than missing their comments.
+    cursor = queue.sync_cursor
+    changed: set[int] = set()
+    waiting: dict[int, Waiting] = {}
+    for raw, read_comments in github.iter_issues(
+        queue.repository, labels=labels, since=since, state=state
     ):
         try:
-            fields = ingest.parse(raw, comments)
+            fields = ingest.parse(raw)
             with transaction.atomic():
-                issue, changed = ingest.upsert(queue.repository, fields)
-                if changed:
-                    on_changed(issue)
+                issue, content_changed = ingest.upsert(queue.repository, fields)
         except (ingest.IssueFormatError, DatabaseError) as exc:
             # One issue that cannot be stored must not stop the queue: it is skipped, reported,
             # and read again when it next changes.
             skipped.append(f"#{raw.get('number', '?')}: {exc}"[:300])
             log.warning("sync of %s skipped an issue: %s", queue, skipped[-1])
-            fields = None
-        # The cursor only moves forward, past each issue read: an interrupted sync resumes.
-        updated = fields.updated_at if fields is not None else _updated_at(raw)
-        if updated is not None and (queue.sync_cursor is None or updated > queue.sync_cursor):
-            queue.sync_cursor = updated
+            updated = _updated_at(raw)
+        else:
+            updated = fields.updated_at
+            if content_changed:
+                changed.add(issue.pk)
+            count = raw.get("comments")
+            if isinstance(count, int) and count != len(issue.comments):
+                waiting[issue.pk] = Waiting(fields.number, count, read_comments)
+        if updated is not None and (cursor is None or updated > cursor):
+            cursor = updated
         seen += 1
         if seen % PROGRESS_EVERY == 0:
-            Queue.objects.filter(pk=queue.pk).update(sync_cursor=queue.sync_cursor, sync_seen=seen)
+            Queue.objects.filter(pk=queue.pk).update(sync_seen=seen)
+    changed |= _store_comments(queue.repository, since, waiting)
+    for issue in Issue.objects.filter(pk__in=changed).order_by("pk"):
+        on_changed(issue)
+    queue.sync_cursor = cursor
     error = (
         f"Skipped {len(skipped)} issue(s) that could not be stored: " + "; ".join(skipped[:5])
         if skipped
@@ -82,6 +89,57 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
     )
     _finish(queue, seen=seen, etag=etag, error=error)
     return seen
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An issue stored without its comments: how many GitHub counts, and how to read them."""
+
+    number: int
+    count: int
+    read: Callable[[], list[dict[str, Any]]]
+
+
+# From this many issues whose comments are wanted, one listing of the repository's comments
+# (100 a request, every issue) costs fewer requests than one request per issue.
+REPOSITORY_COMMENTS_FROM = 30
+
+
+def _store_comments(
+    repository: str,
+    since: datetime | None,
+    waiting: dict[int, Waiting],
+) -> set[int]:
+    """Read and store the comments of the waiting issues; returns the ids whose content changed.
+
+    The repository's listing holds only comments updated since `since`: an issue whose count it
+    does not make up (older comments) is read on its own.
+    """
+    found: dict[int, list[dict[str, Any]]] = {}
+    if len(waiting) >= REPOSITORY_COMMENTS_FROM:
+        wanted = {one.number for one in waiting.values()}
+        for number, comment in github.iter_repository_comments(repository, since):
+            if number in wanted:
+                found.setdefault(number, []).append(comment)
+    changed: set[int] = set()
+    for issue_id, one in waiting.items():
+        issue = Issue.objects.filter(pk=issue_id).first()
+        if issue is None:
+            continue
+        comments = found.get(one.number, [])
+        if len(comments) < one.count:
+            comments = one.read()
+        try:
+            raw_comments = [ingest.comment(c) for c in comments]
+        except ingest.IssueFormatError as exc:
+            log.warning("sync of %s#%s skipped its comments: %s", repository, one.number, exc)
+            continue
+        before = issue.content_hash
+        issue.comments = raw_comments
+        issue.save(update_fields=["comments", "synced_at"])
+        if issue.content_hash != before:
+            changed.add(issue.pk)
+    return changed
 
 
 def _finish(queue: Queue, *, seen: int, etag: str, error: str) -> None:

@@ -351,6 +351,7 @@ class GitHubStandIn:
                 ("GET", r"/user", self._get_user),
                 ("GET", repo, self._get_repo),
                 ("GET", repo + r"/issues", self._list_issues),
+                ("GET", repo + r"/issues/comments", self._list_repository_comments),
                 ("GET", issue, self._get_issue),
                 ("PATCH", issue, self._patch_issue),
                 ("GET", issue + r"/comments", self._list_comments),
@@ -832,6 +833,27 @@ class GitHubStandIn:
         path = f"/repos/{target.full_name}/issues/{found.number}/comments"
         page, links = self._paginate(call.base, path, call.query, matching)
         return _Reply(200, [self._render_comment(call.base, target, found, c) for c in page], links)
+
+    def _list_repository_comments(self, call: _Call) -> _Reply:
+        target = self._repo_from_args(call.args)
+        since = self._since(call.query)
+        sort = call.query.get("sort", "created")
+        if sort not in ("created", "updated"):
+            raise _validation_failed("IssueComment", "sort")
+        matching = [
+            (issue, comment)
+            for issue in target.issues.values()
+            for comment in issue.comments
+            if since is None or comment.updated_at >= since
+        ]
+        matching.sort(
+            key=lambda pair: (getattr(pair[1], f"{sort}_at"), pair[1].id),
+            reverse=self._descending(call.query),
+        )
+        path = f"/repos/{target.full_name}/issues/comments"
+        page, links = self._paginate(call.base, path, call.query, matching)
+        rendered = [self._render_comment(call.base, target, i, c) for i, c in page]
+        return _Reply(200, rendered, links)
 
     def _post_comment(self, call: _Call) -> _Reply:
         target, found = self._issue_from_args(call.args)

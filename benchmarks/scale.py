@@ -3,14 +3,14 @@
     DATABASE_URL=postgres://... .venv/bin/python benchmarks/scale.py --issues 10000 --decisions 10000
 
 Works in a database of its own (Django's test database, `test_<name>`, made and dropped here),
-never in the one DATABASE_URL names. Generates issues in GitHub's REST shape (2-8 KB bodies with
-tracebacks, comments, the three queues' labels), proposes them with the rule engine in this
-process, decides `--decisions` of them through the outbox, each with its verdict and write
-(`--issues` stay pending), then requests every page 20 times as a logged-in oncall with DEBUG off: p50/p95, SQL queries,
-bytes and the peak of Python memory. Prints a table, then one JSON object as its last line.
-
-Not measured here (see the scale issue): the sync against the stand-in, `import_issues`, and
-Celery workers.
+never in the one DATABASE_URL names. Generates issues in GitHub's REST shape (2-8 KB bodies
+with tracebacks, comments, the three queues' labels), imports them with `import_issues` (in a
+process of its own, for its peak memory; it proposes too), proposes them again in this process
+to time the rules alone, decides `--decisions` of them through the outbox, each with its
+verdict and write (`--issues` stay pending), then requests every page 20 times as a logged-in
+oncall with DEBUG off: p50/p95, SQL queries, bytes and the peak of Python memory. Last, a first
+sync of `--sync-issues` issues from the GitHub stand-in (requests made) and an unchanged poll.
+Prints a table, then one JSON object as its last line. Celery workers are not measured here.
 """
 
 from __future__ import annotations
@@ -193,12 +193,67 @@ def time_page(client: Any, url: str, repeat: int) -> dict[str, float]:
     }
 
 
+def time_sync(issues: int, seed: int) -> dict[str, float]:
+    """A first sync of `issues` pt2 issues (most with comments) from the GitHub stand-in, then
+    an unchanged poll: requests made, rate-limit units used, seconds."""
+    from django.conf import settings
+
+    from triage import sync
+    from triage.models import Queue
+    from triage.standins.github import GitHubStandIn
+
+    rng = random.Random(seed)
+    repository = "bench/sync"
+    now = datetime.now(UTC)
+    with GitHubStandIn() as server:
+        server.add_repo(repository)
+        for number in range(1, issues + 1):
+            raw = raw_issue(number, rng)
+            created = now - timedelta(days=20, minutes=-number)
+            raw["created_at"] = raw["updated_at"] = created.isoformat()
+            raw["labels"] = [{"name": "oncall: pt2"}]
+            for comment in raw["comments"]:
+                comment["created_at"] = created.isoformat()
+            server.add_issue(repository, raw)
+        settings.GITHUB_API_URL = server.url
+        queue = Queue.objects.create(
+            slug="bench-sync",
+            name="bench",
+            repository=repository,
+            rubric="pt2",
+            require_labels=["oncall: pt2"],
+            exclude_labels=["triaged"],
+            position=99,
+        )
+        server.reset_log()
+        started = time.perf_counter()
+        seen = sync.sync_queue(queue, on_changed=lambda issue: None)
+        first_s = time.perf_counter() - started
+        first = [r for r in server.requests if r.path != "/rate_limit"]
+        # The next poll reads the newest issue again (GitHub's `since` includes it); the one
+        # after finds nothing new and is answered 304, which costs no rate-limit unit.
+        queue.refresh_from_db()
+        sync.sync_queue(queue, on_changed=lambda issue: None)
+        queue.refresh_from_db()
+        server.reset_log()
+        sync.sync_queue(queue, on_changed=lambda issue: None)
+        second = [r for r in server.requests if r.path != "/rate_limit"]
+        return {
+            "issues": seen,
+            "first_sync_requests": len(first),
+            "first_sync_s": round(first_s, 1),
+            "unchanged_poll_requests": len(second),
+            "unchanged_poll_not_modified": server.not_modified,
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--issues", type=int, default=10_000)
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sync-issues", type=int, default=10_000)
     args = parser.parse_args()
 
     import django
@@ -246,6 +301,7 @@ def main() -> None:
             "decisions.csv": reverse("export-decisions", args=["csv"]),
         }
         results = {page: time_page(client, url, args.repeat) for page, url in pages.items()}
+        synced = time_sync(args.sync_issues, args.seed)
     finally:
         connection.creation.destroy_test_db(name, verbosity=0)
 
@@ -263,6 +319,11 @@ def main() -> None:
         f"{figures['decisions_per_s']:.0f} decisions/s"
     )
     print(
+        f"first sync of {synced['issues']} issues: {synced['first_sync_requests']} requests in "
+        f"{synced['first_sync_s']} s; an unchanged poll: {synced['unchanged_poll_requests']} "
+        f"request(s), {synced['unchanged_poll_not_modified']} answered 304"
+    )
+    print(
         json.dumps(
             {
                 "pages": results,
@@ -270,6 +331,7 @@ def main() -> None:
                     "issues_per_s": round(figures["issues_per_s"]),
                     "peak_rss_mb": round(figures["import_rss_mb"]),
                 },
+                "sync": synced,
                 "proposals_per_s": round(figures["proposals_per_s"]),
             }
         )

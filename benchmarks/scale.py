@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import statistics
 import subprocess
@@ -161,7 +162,7 @@ def populate(issues: int, decisions: int, seed: int, database_url: str) -> dict[
     }
 
 
-def time_page(client: Any, url: str, repeat: int) -> dict[str, float]:
+def time_page(client: Any, url: str, repeat: int) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -179,18 +180,48 @@ def time_page(client: Any, url: str, repeat: int) -> dict[str, float]:
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
     queries = len(captured)
+    slowest = max(captured.captured_queries, key=lambda q: float(q["time"]))["sql"]
     for _ in range(repeat):
         started = time.perf_counter()
         get()
         timings.append((time.perf_counter() - started) * 1000)
     timings.sort()
     return {
+        "slowest_sql": slowest,
         "p50_ms": round(statistics.median(timings), 1),
         "p95_ms": round(timings[min(len(timings) - 1, int(len(timings) * 0.95))], 1),
         "queries": queries,
         "bytes": size,
         "peak_mb": round(peak, 1),
     }
+
+
+def explain(sql: str) -> str:
+    """The plan of a page's slowest query, in brief: its scans and its execution time."""
+    from django.db import connection
+
+    # A streamed export reads through a server-side cursor: explain the query it declares.
+    declared = re.match(r"\s*DECLARE\s.*?\sCURSOR\s.*?\sFOR\s(.*)", sql, re.DOTALL | re.IGNORECASE)
+    if declared:
+        sql = declared.group(1)
+    if not sql.lstrip().upper().startswith("SELECT"):
+        return "(not a SELECT)"
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}")
+        (plan,) = cursor.fetchone()
+    if isinstance(plan, str):
+        plan = json.loads(plan)
+    nodes: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Scan" in node["Node Type"]:
+            target = node.get("Index Name") or node.get("Relation Name", "")
+            nodes.append(f"{node['Node Type']} {target}")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan[0]["Plan"])
+    return f"{plan[0]['Execution Time']:.1f} ms: " + ", ".join(dict.fromkeys(nodes))
 
 
 def time_sync(issues: int, seed: int) -> dict[str, float]:
@@ -301,6 +332,7 @@ def main() -> None:
             "decisions.csv": reverse("export-decisions", args=["csv"]),
         }
         results = {page: time_page(client, url, args.repeat) for page, url in pages.items()}
+        plans = {page: explain(result.pop("slowest_sql")) for page, result in results.items()}
         synced = time_sync(args.sync_issues, args.seed)
     finally:
         connection.creation.destroy_test_db(name, verbosity=0)
@@ -318,6 +350,9 @@ def main() -> None:
         f"{figures['proposals_per_s']:.0f} proposals/s in one process, deciding "
         f"{figures['decisions_per_s']:.0f} decisions/s"
     )
+    print("the slowest query of each page, by EXPLAIN ANALYZE:")
+    for page, plan in plans.items():
+        print(f"  {page:28} {plan}")
     print(
         f"first sync of {synced['issues']} issues: {synced['first_sync_requests']} requests in "
         f"{synced['first_sync_s']} s; an unchanged poll: {synced['unchanged_poll_requests']} "

@@ -58,3 +58,44 @@ def test_a_one_megabyte_body_stays_usable(client, oncall):
     assert b"longer than the console renders" in issue_page.content
     assert len(inbox.content) < 50_000
     assert elapsed < 2.0
+
+
+def reproposed(times: int):
+    """One issue proposed afresh `times` times (its body edited in between)."""
+    from tests.factories import make_issue, queue
+    from triage.proposing import propose
+
+    issue = make_issue(number=900)
+    for edit in range(times):
+        issue.body = f"torch.compile fails, edit {edit}"
+        issue.save()
+        propose(issue, queue("pt2"))
+    return issue
+
+
+def test_an_issue_history_pages_through_its_proposals(client, oncall, settings):
+    settings.TRIAGE_PAGE_SIZE = 2
+    client.force_login(oncall)
+    issue = reproposed(5)
+    url = reverse("history", args=[issue.pk])
+    seen = []
+    response = client.get(url)
+    while True:
+        seen += [p.pk for p in response.context["proposals"]]
+        after = response.context["next_after"]
+        if after is None:
+            break
+        response = client.get(url, {"after": after})
+    assert seen == sorted(issue.proposals.values_list("pk", flat=True))
+    assert len(seen) == 5
+    assert client.get(url, {"after": "x"}).status_code == 400
+
+
+def test_the_history_runs_a_constant_number_of_queries(client, oncall, settings):
+    settings.TRIAGE_PAGE_SIZE = 3
+    client.force_login(oncall)
+    issue = reproposed(1)
+    small = count_queries(client, reverse("history", args=[issue.pk]))
+    more = reproposed(8)
+    assert more.pk == issue.pk
+    assert count_queries(client, reverse("history", args=[issue.pk])) == small

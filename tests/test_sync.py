@@ -351,7 +351,10 @@ def test_many_issues_get_their_comments_from_the_repository_listing(
     sync("pt2", django_capture_on_commit_callbacks)
 
     comment_reads = [r.path for r in standin.requests if r.path.endswith("/comments")]
-    assert comment_reads == [f"/repos/{REPO}/issues/comments", f"/repos/{REPO}/issues/9000/comments"]
+    assert comment_reads == [
+        f"/repos/{REPO}/issues/comments",
+        f"/repos/{REPO}/issues/9000/comments",
+    ]
     assert Issue.objects.get(number=7).comments[0]["body"] == "a7"
     assert [c["body"] for c in Issue.objects.get(number=9000).comments] == ["old"]
     assert Proposal.objects.filter(queue__slug="pt2", status="pending").count() == count + 1

@@ -69,3 +69,9 @@ class AgendaPageForm(forms.Form):
 
     after = forms.IntegerField(min_value=1, required=False)
     added = forms.IntegerField(min_value=0, required=False)
+
+
+class HistoryPageForm(forms.Form):
+    """A page of an issue's history: the proposals made after one."""
+
+    after = forms.IntegerField(min_value=1, required=False)

@@ -26,7 +26,7 @@ from django_htmx.http import push_url
 
 from triage import backlog, outbox, rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.forms import InboxPageForm
+from triage.forms import HistoryPageForm, InboxPageForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
@@ -357,19 +357,33 @@ def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def history(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     issue = get_object_or_404(Issue.objects.defer("body", "comments"), pk=pk)
+    form = HistoryPageForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("after must be a proposal's number.")
     decisions = Decision.objects.select_related("decided_by", "write").order_by("decided_at")
     proposals = (
         Proposal.objects.filter(issue=issue)
         .select_related("queue")
         .prefetch_related(Prefetch("decisions", queryset=decisions))
-        .order_by("created_at", "pk")
+        .order_by("pk")
     )
+    # Proposals in the order they were made; an issue edited often has many: a page at a time.
+    if form.cleaned_data["after"] is not None:
+        proposals = proposals.filter(pk__gt=form.cleaned_data["after"])
+    size = settings.TRIAGE_PAGE_SIZE
+    shown = list(proposals[: size + 1])
     outcomes = (
         AgendaItem.objects.filter(issue=issue, decided_at__isnull=False)
         .select_related("meeting", "decided_by", "write")
         .order_by("decided_at")
     )
-    context = {"issue": issue, "proposals": proposals, "outcomes": outcomes}
+    context = {
+        "issue": issue,
+        "proposals": shown[:size],
+        "next_after": shown[size - 1].pk if len(shown) > size else None,
+        "paged": form.cleaned_data["after"] is not None,
+        "outcomes": outcomes,
+    }
     return render(request, "triage/history.html", context)
 
 

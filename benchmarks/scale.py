@@ -21,6 +21,7 @@ import os
 import random
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -91,7 +92,9 @@ def raw_issue(number: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
-def populate(issues: int, decisions: int, seed: int, database_url: str) -> dict[str, float]:
+def populate(
+    issues: int, decisions: int, seed: int, database_url: str, *, with_workers: bool
+) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
     from django.db import transaction
@@ -127,6 +130,8 @@ def populate(issues: int, decisions: int, seed: int, database_url: str) -> dict[
         made += proposing.propose_many(queue, ids)
     proposing_s = time.perf_counter() - started
 
+    workers = time_workers(database_url, made) if with_workers else {}
+
     user = get_user_model().objects.create_user("bench", password="bench")
     user.user_permissions.add(Permission.objects.get(codename="decide"))
     started = time.perf_counter()
@@ -153,6 +158,7 @@ def populate(issues: int, decisions: int, seed: int, database_url: str) -> dict[
             )
     deciding_s = time.perf_counter() - started
     return {
+        "workers": workers,
         "import_mb": size_mb,
         "import_rss_mb": import_rss_mb,
         "issues_per_s": (issues + decisions) / imported,
@@ -193,6 +199,79 @@ def time_page(client: Any, url: str, repeat: int) -> dict[str, Any]:
         "queries": queries,
         "bytes": size,
         "peak_mb": round(peak, 1),
+    }
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """The resident memory of a process and its children."""
+    found = subprocess.run(
+        ["ps", "-o", "rss=", "--pid", str(pid), "--ppid", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return sum(int(value) for value in found.stdout.split()) / 1000
+
+
+def time_workers(database_url: str, expected: int) -> dict[str, Any]:
+    """Every issue proposed again by `celery worker --concurrency=$(nproc)` from the tasks the
+    console enqueues: proposals a second and the workers' memory over the run."""
+    from console.celery import app
+    from triage.models import Issue, Proposal, Queue
+    from triage.tasks import propose_later
+
+    app.control.purge()
+    Proposal.objects.all().delete()
+    concurrency = os.cpu_count() or 1
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "console",
+            "worker",
+            "--pool=prefork",
+            f"--concurrency={concurrency}",
+            "-l",
+            "warning",
+            "-n",
+            f"scale-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=os.environ | {"DATABASE_URL": database_url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=1) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        ids = list(Issue.objects.order_by("pk").values_list("pk", flat=True))
+        started = time.perf_counter()
+        for queue in Queue.objects.all():
+            propose_later(queue, ids)
+        samples: list[float] = []
+        while Proposal.objects.count() < expected and time.perf_counter() - started < 3600:
+            samples.append(_tree_rss_mb(worker.pid))
+            time.sleep(1)
+        elapsed = time.perf_counter() - started
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+        app.control.purge()
+    return {
+        "concurrency": concurrency,
+        "proposals_per_s": round(Proposal.objects.count() / elapsed),
+        "rss_mb_first_last_peak": [
+            round(samples[0]) if samples else 0,
+            round(samples[-1]) if samples else 0,
+            round(max(samples, default=0)),
+        ],
     }
 
 
@@ -285,6 +364,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sync-issues", type=int, default=10_000)
+    parser.add_argument(
+        "--workers", action="store_true", help="also propose with real Celery workers (REDIS_URL)"
+    )
     args = parser.parse_args()
 
     import django
@@ -306,7 +388,11 @@ def main() -> None:
         database_url = (
             f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
         )
-        figures = populate(args.issues, args.decisions, args.seed, database_url)
+        if args.workers and not settings.CELERY_BROKER_URL.startswith("redis"):
+            sys.exit("--workers needs REDIS_URL: the workers take their tasks from Redis.")
+        figures = populate(
+            args.issues, args.decisions, args.seed, database_url, with_workers=args.workers
+        )
         from triage.models import Decision, Issue, Proposal
 
         client = Client()
@@ -335,6 +421,10 @@ def main() -> None:
         plans = {page: explain(result.pop("slowest_sql")) for page, result in results.items()}
         synced = time_sync(args.sync_issues, args.seed)
     finally:
+        if args.workers:
+            from console.celery import app
+
+            app.control.purge()  # the writes of the decisions: no GitHub to send them to
         connection.creation.destroy_test_db(name, verbosity=0)
 
     print(f"{args.issues} issues, {figures['proposals']} proposals, {args.decisions} decisions")
@@ -346,10 +436,17 @@ def main() -> None:
         )
     print(
         f"import_issues {figures['import_mb']:.0f} MB at {figures['issues_per_s']:.0f} issues/s "
-        f"(with proposing) in {figures['import_rss_mb']:.0f} MB RSS; proposing "
+        f"({'proposals enqueued' if args.workers else 'proposing in-process'}) in "
+        f"{figures['import_rss_mb']:.0f} MB RSS; proposing "
         f"{figures['proposals_per_s']:.0f} proposals/s in one process, deciding "
         f"{figures['decisions_per_s']:.0f} decisions/s"
     )
+    if figures["workers"]:
+        w = figures["workers"]
+        print(
+            f"celery worker --concurrency={w['concurrency']}: {w['proposals_per_s']} proposals/s,"
+            f" RSS first/last/peak {w['rss_mb_first_last_peak']} MB"
+        )
     print("the slowest query of each page, by EXPLAIN ANALYZE:")
     for page, plan in plans.items():
         print(f"  {page:28} {plan}")
@@ -367,6 +464,7 @@ def main() -> None:
                     "peak_rss_mb": round(figures["import_rss_mb"]),
                 },
                 "sync": synced,
+                "workers": figures["workers"],
                 "proposals_per_s": round(figures["proposals_per_s"]),
             }
         )

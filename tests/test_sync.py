@@ -361,3 +361,56 @@ def test_many_issues_get_their_comments_from_the_repository_listing(
     # Proposed once each, with their comments: the proposal saw what is stored.
     proposal = Proposal.objects.get(issue__number=7, status="pending")
     assert proposal.input_hash == Issue.objects.get(number=7).content_hash
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_that_meets_another_syncs_new_issue_is_stored_one_by_one():
+    """The page's one insert fails on the issue another sync stored meanwhile: the page is
+    then stored issue by issue, and nothing is skipped."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from tests.factories import ensure_default_queues
+    from triage import ingest
+    from triage.sync import _store
+
+    queue = ensure_default_queues()
+    page = {
+        number: (ingest.parse(raw_issue(number, created=recent(5))), 0, list)
+        for number in (76, 77, 78)
+    }
+    inserted, stored = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+    skipped: list[str] = []
+    kept: list[int] = []
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                ingest.upsert(REPO, page[77][0])
+                inserted.set()
+                stored.wait(timeout=1.0)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            inserted.wait(timeout=5)
+            kept.extend(issue.number for issue, *_ in _store(queue, page, skipped))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            stored.set()
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert errors == [] and skipped == []
+    assert sorted(kept) == [76, 77, 78]
+    assert sorted(Issue.objects.values_list("number", flat=True)) == [76, 77, 78]

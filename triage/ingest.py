@@ -182,42 +182,44 @@ def upsert(repository: str, fields: IssueFields) -> tuple[Issue, bool]:
     return issue, issue.content_hash != before
 
 
-def upsert_many(repository: str, batch: list[IssueFields]) -> tuple[int, int, list[int]]:
-    """`upsert` for a batch of distinct issues in three queries: how many were created, how
-    many changed, and the ids of those (created ones included) whose content changed."""
+def upsert_many(repository: str, batch: list[IssueFields]) -> list[tuple[Issue, bool, bool]]:
+    """`upsert` for a batch of distinct issues in three queries: each issue, whether it was
+    created, and whether its content changed (a created one's did)."""
     if not batch:
-        return 0, 0, []
+        return []
     existing = {
         issue.number: issue
         for issue in Issue.objects.filter(
             repository=repository, number__in=[fields.number for fields in batch]
         )
     }
+    stored: list[tuple[Issue, bool, bool]] = []
     fresh: list[Issue] = []
     edited: list[Issue] = []
-    changed_ids: list[int] = []
     for fields in batch:
         values = fields.as_model_fields()
         issue = existing.get(fields.number)
         if issue is None:
-            fresh.append(
-                Issue(repository=repository, number=fields.number, **({"comments": []} | values))
+            issue = Issue(
+                repository=repository, number=fields.number, **({"comments": []} | values)
             )
+            fresh.append(issue)
+            stored.append((issue, True, True))
             continue
         before = issue.content_hash
         if any(getattr(issue, key) != value for key, value in values.items()):
             for key, value in values.items():
                 setattr(issue, key, value)
             edited.append(issue)
-            if issue.content_hash != before:
-                changed_ids.append(issue.pk)
-    created = Issue.objects.bulk_create(fresh)
+        stored.append((issue, False, issue.content_hash != before))
+    # On PostgreSQL and SQLite bulk_create sets the new rows' ids on the objects.
+    Issue.objects.bulk_create(fresh)
     if edited:
         now = timezone.now()
         for issue in edited:
             issue.synced_at = now
         Issue.objects.bulk_update(edited, STORED_FIELDS)
-    return len(created), len(changed_ids), [*changed_ids, *(issue.pk for issue in created)]
+    return stored
 
 
 # Every field an issue's fields set (`as_model_fields`), and when it was last stored.

@@ -53,31 +53,40 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
     cursor = queue.sync_cursor
     changed: set[int] = set()
     waiting: dict[int, Waiting] = {}
+    page: dict[int, tuple[ingest.IssueFields, int | None, Reader]] = {}
+
+    def store_page() -> None:
+        for issue, _, content_changed, count, read_comments in _store(queue, page, skipped):
+            if content_changed:
+                changed.add(issue.pk)
+            if count is not None and count != len(issue.comments):
+                waiting[issue.pk] = Waiting(issue.number, count, read_comments)
+        page.clear()
+
     for raw, read_comments in github.iter_issues(
         queue.repository, labels=labels, since=since, state=state
     ):
         try:
             fields = ingest.parse(raw)
-            with transaction.atomic():
-                issue, content_changed = ingest.upsert(queue.repository, fields)
-        except (ingest.IssueFormatError, DatabaseError) as exc:
+        except ingest.IssueFormatError as exc:
             # One issue that cannot be stored must not stop the queue: it is skipped, reported,
             # and read again when it next changes.
             skipped.append(f"#{raw.get('number', '?')}: {exc}"[:300])
             log.warning("sync of %s skipped an issue: %s", queue, skipped[-1])
             updated = _updated_at(raw)
         else:
-            updated = fields.updated_at
-            if content_changed:
-                changed.add(issue.pk)
             count = raw.get("comments")
-            if isinstance(count, int) and count != len(issue.comments):
-                waiting[issue.pk] = Waiting(fields.number, count, read_comments)
+            # Listed twice (it changed while the pages were read): its last reading stands.
+            page[fields.number] = (fields, count if isinstance(count, int) else None, read_comments)
+            updated = fields.updated_at
+            if len(page) == STORE_EVERY:
+                store_page()
         if updated is not None and (cursor is None or updated > cursor):
             cursor = updated
         seen += 1
         if seen % PROGRESS_EVERY == 0:
             Queue.objects.filter(pk=queue.pk).update(sync_seen=seen)
+    store_page()
     changed |= _store_comments(queue.repository, since, waiting)
     for issue in Issue.objects.filter(pk__in=changed).order_by("pk"):
         on_changed(issue)
@@ -91,13 +100,48 @@ def sync_queue(queue: Queue, on_changed: Callable[[Issue], None]) -> int:
     return seen
 
 
+# Issues stored a round trip: one page of GitHub's listing.
+STORE_EVERY = 100
+type Reader = Callable[[], list[dict[str, Any]]]
+
+
+def _store(
+    queue: Queue,
+    page: dict[int, tuple[ingest.IssueFields, int | None, Reader]],
+    skipped: list[str],
+) -> list[tuple[Issue, bool, bool, int | None, Reader]]:
+    """Store a page of issues in one transaction; if that fails, one by one, so that the issue
+    that cannot be stored is skipped and reported and the others are kept."""
+    rows = list(page.values())
+    try:
+        with transaction.atomic():
+            stored = ingest.upsert_many(queue.repository, [fields for fields, _, _ in rows])
+        return [
+            (issue, created, changed, count, read)
+            for (issue, created, changed), (_, count, read) in zip(stored, rows, strict=True)
+        ]
+    except DatabaseError:
+        pass
+    kept = []
+    for fields, count, read in rows:
+        try:
+            with transaction.atomic():
+                issue, changed = ingest.upsert(queue.repository, fields)
+        except DatabaseError as exc:
+            skipped.append(f"#{fields.number}: {exc}"[:300])
+            log.warning("sync of %s skipped an issue: %s", queue, skipped[-1])
+            continue
+        kept.append((issue, False, changed, count, read))
+    return kept
+
+
 @dataclass(frozen=True)
 class Waiting:
     """An issue stored without its comments: how many GitHub counts, and how to read them."""
 
     number: int
     count: int
-    read: Callable[[], list[dict[str, Any]]]
+    read: Reader
 
 
 # From this many issues whose comments are wanted, one listing of the repository's comments

@@ -56,18 +56,24 @@ class Command(BaseCommand):
             )
         created = updated = 0
         changed_ids: list[int] = []
+
+        def store(batch: list[ingest.IssueFields]) -> None:
+            nonlocal created, updated
+            for issue, is_new, changed in ingest.upsert_many(options["repo"], batch):
+                created += is_new
+                updated += changed and not is_new
+                if changed:
+                    changed_ids.append(issue.pk)
+
         with transaction.atomic():
             batch: list[ingest.IssueFields] = []
             for _, parsed in _lines(path):
                 assert not isinstance(parsed, str)  # the first pass found no error
                 batch.append(parsed)
                 if len(batch) == BATCH:
-                    new, changed, ids = ingest.upsert_many(options["repo"], batch)
-                    created, updated, batch = created + new, updated + changed, []
-                    changed_ids += ids
-            new, changed, ids = ingest.upsert_many(options["repo"], batch)
-            created, updated = created + new, updated + changed
-            changed_ids += ids
+                    store(batch)
+                    batch = []
+            store(batch)
             for queue in Queue.objects.filter(repository=options["repo"]):
                 propose_later(queue, changed_ids)
         self.stdout.write(

@@ -102,3 +102,13 @@ def test_a_decided_proposal_points_at_the_first_pending_one(small_pages):
     newest_first = backlog.pending(decided.queue, "newest").first()
     assert newest_first is not None
     assert backlog.neighbours(decided, "newest") == (None, newest_first.pk, 2)
+
+
+def test_a_long_backlog_is_counted_only_so_far():
+    from triage.templatetags.triage_tags import pending_count
+
+    issues(3)
+    assert backlog.left(Queue.objects.get(slug="pt2")) == 3
+    assert pending_count(3) == "3"
+    assert pending_count(backlog.COUNT_UP_TO) == str(backlog.COUNT_UP_TO)
+    assert pending_count(backlog.COUNT_UP_TO + 1) == f"{backlog.COUNT_UP_TO}+"

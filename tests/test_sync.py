@@ -373,11 +373,14 @@ def test_a_page_that_meets_another_syncs_new_issue_is_stored_one_by_one():
 
     from tests.factories import ensure_default_queues
     from triage import ingest
-    from triage.sync import _store
+    from triage.sync import Reader, _store
 
     queue = ensure_default_queues()
-    page = {
-        number: (ingest.parse(raw_issue(number, created=recent(5))), 0, list)
+    def no_comments() -> list[dict[str, object]]:
+        return []
+
+    page: dict[int, tuple[ingest.IssueFields, int | None, Reader]] = {
+        number: (ingest.parse(raw_issue(number, created=recent(5))), 0, no_comments)
         for number in (76, 77, 78)
     }
     inserted, stored = threading.Event(), threading.Event()

@@ -119,7 +119,7 @@ def _inbox_context(
         "queue": queue,
         "proposals": proposals,
         "order": order,
-        "left": backlog.pending(queue, order).count(),
+        "left": backlog.left(queue),
         "paged": after is not None,
         "next_cursor": last.pk if last is not None else None,
         "page_size": settings.TRIAGE_PAGE_SIZE,

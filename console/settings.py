@@ -201,6 +201,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("TRIAGE_BATCH_POLL_SECONDS", 60.0),
     },
     "resend-stale-writes": {"task": "triage.tasks.resend_stale_writes", "schedule": 60.0},
+    "keep-reports-counted": {"task": "triage.tasks.keep_reports_counted", "schedule": 120.0},
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.
@@ -229,6 +230,9 @@ TRIAGE_UNDO_SECONDS = env_float("TRIAGE_UNDO_SECONDS", 10.0)
 # Rows per page of the inbox and of a report's drill-down: lists page by key, so a page costs
 # the same at any depth.
 TRIAGE_PAGE_SIZE = env_int("TRIAGE_PAGE_SIZE", 100)
+# A report is counted again in the background when decisions came since; until then, and for
+# at most this long, the page shows the last count with its age.
+TRIAGE_REPORT_MAX_AGE_SECONDS = env_int("TRIAGE_REPORT_MAX_AGE_SECONDS", 300)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
 # Oncall weeks start on Monday in this time zone.
 TRIAGE_ROTATION_TIME_ZONE = env_str("TRIAGE_ROTATION_TIME_ZONE", "UTC")

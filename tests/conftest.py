@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.cache import cache
 from playwright.sync_api import sync_playwright
 
 from console.celery import app as celery_app
@@ -40,6 +41,15 @@ def no_undo_window(settings: object) -> Iterator[None]:
     settings.TRIAGE_UNDO_SECONDS = 0  # type: ignore[attr-defined]
     yield
     cancel_pending_sends()
+
+
+@pytest.fixture(autouse=True)
+def reports_counted_at_once(settings: object) -> Iterator[None]:
+    # A report shows what was decided before it was asked for; the caching tests set an age.
+    settings.TRIAGE_REPORT_MAX_AGE_SECONDS = 0  # type: ignore[attr-defined]
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -780,3 +780,54 @@ def test_record_verdicts_judges_the_decisions_taken_before_the_upgrade(history):
     )
     call_command("record_verdicts", stdout=out)
     assert out.getvalue().strip().endswith("Recorded 0 verdicts.")
+
+
+def test_a_report_is_counted_once_while_nothing_new_is_decided(client, viewer, history, settings):
+    settings.TRIAGE_REPORT_MAX_AGE_SECONDS = 300
+    client.force_login(viewer)
+    first = page(client)
+    assert first.context["counted"].behind is False
+    with CaptureQueriesContext(connection) as queries:
+        again = page(client)
+    assert not [q for q in queries if "triage_verdictlabel" in q["sql"]]
+    assert again.context["report"].decisions == first.context["report"].decisions == 8
+
+
+def test_a_report_behind_new_decisions_shows_its_count_and_counts_again(
+    client, viewer, oncall, history, settings, django_capture_on_commit_callbacks
+):
+    settings.TRIAGE_REPORT_MAX_AGE_SECONDS = 300
+    client.force_login(viewer)
+    page(client)
+    decide(make_proposal(number=40), oncall, "accept", WEEK_46 + timedelta(hours=1))
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        behind = page(client)
+    assert behind.context["counted"].behind is True
+    assert behind.context["report"].decisions == 8
+    assert "being counted" in behind.content.decode()
+    assert [c.func.__self__.name for c in callbacks] == ["triage.tasks.recount_report"]
+
+    caught_up = page(client)
+    assert caught_up.context["counted"].behind is False
+    assert caught_up.context["report"].decisions == 9
+
+
+def test_an_old_count_is_not_shown_once_decisions_came_since(client, viewer, oncall, history):
+    # TRIAGE_REPORT_MAX_AGE_SECONDS is 0 in tests: a count older than that is redone at once.
+    client.force_login(viewer)
+    page(client)
+    decide(make_proposal(number=41), oncall, "accept", WEEK_46 + timedelta(hours=1))
+    assert page(client).context["report"].decisions == 9
+
+
+def test_beat_keeps_the_preset_ranges_counted(oncall):
+    from triage.tasks import keep_reports_counted
+
+    decide(make_proposal(number=42), oncall, "accept", timezone.now())
+    keep_reports_counted.apply()
+    queue = Queue.objects.get(slug="pt2")
+    with CaptureQueriesContext(connection) as queries:
+        shown = reports.counted(queue, reports.Period.ending(timezone.localdate(), 7))
+    assert shown.report.decisions == 1
+    assert not [q for q in queries if "triage_verdictlabel" in q["sql"]]

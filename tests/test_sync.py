@@ -376,6 +376,7 @@ def test_a_page_that_meets_another_syncs_new_issue_is_stored_one_by_one():
     from triage.sync import Reader, _store
 
     queue = ensure_default_queues()
+
     def no_comments() -> list[dict[str, object]]:
         return []
 

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Exists, Max, OuterRef, Q
 from django.db.models.functions import TruncWeek
 from django.utils import timezone
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from triage.rubric.loader import Rubric
 
 DEFAULT_DAYS = 28
+# The ranges the report page offers in one click; beat keeps them counted.
+PRESET_DAYS = (7, 28, 90)
 # Enough to compare this year with the last; it also bounds the weekly series and the backtest.
 MAX_DAYS = 731
 ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -425,6 +429,62 @@ def build(queue: Queue, period: Period) -> Report:
     report.tiers = [TierRow(tier, *tiers.get(tier, (0, 0))) for tier in TIERS]
     report.weeks = weekly(period)
     return report
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A report as it was last counted, and whether decisions came since."""
+
+    report: Report
+    counted_at: datetime
+    behind: bool
+
+
+def counted(queue: Queue, period: Period) -> Counted:
+    """The report from the cache while no decision came since, or while it is younger than
+    TRIAGE_REPORT_MAX_AGE_SECONDS (then `behind`: the caller has it counted again in the
+    background); else counted now. A report of 100,000 decisions takes a while to count."""
+    cached = cache.get(_cache_key(queue, period))
+    latest = _latest_verdict(queue)
+    if cached is not None:
+        report, counted_at, counted_latest = cached
+        if counted_latest == latest:
+            return Counted(report, counted_at, behind=False)
+        age = (timezone.now() - counted_at).total_seconds()
+        if age < settings.TRIAGE_REPORT_MAX_AGE_SECONDS:
+            return Counted(report, counted_at, behind=True)
+    return recount(queue, period, latest)
+
+
+def keep_counted(queue: Queue, period: Period) -> None:
+    """Count the report again if decisions came since it was (beat, for the preset ranges)."""
+    cached = cache.get(_cache_key(queue, period))
+    latest = _latest_verdict(queue)
+    if cached is None or cached[2] != latest:
+        recount(queue, period, latest)
+
+
+def recount(queue: Queue, period: Period, latest: int | None = None) -> Counted:
+    """Count the report now and keep the count; `latest` is the newest verdict it counts."""
+    latest = _latest_verdict(queue) if latest is None else latest
+    report, counted_at = build(queue, period), timezone.now()
+    cache.set(_cache_key(queue, period), (report, counted_at, latest), CACHED_FOR_SECONDS)
+    return Counted(report, counted_at, behind=False)
+
+
+def _cache_key(queue: Queue, period: Period) -> str:
+    rubric_version = loader.load(queue.rubric).version
+    return f"report:{queue.pk}:{period.start}:{period.end}:{rubric_version}"
+
+
+def _latest_verdict(queue: Queue) -> int | None:
+    # Every decision adds a verdict with a higher id: the same latest id, the same report.
+    latest: int | None = Verdict.objects.filter(queue=queue).aggregate(latest=Max("pk"))["latest"]
+    return latest
+
+
+# Long enough for the ranges people look at again; a range nobody opens again falls out.
+CACHED_FOR_SECONDS = 24 * 3600
 
 
 def weekly(period: Period) -> list[WeekRow]:

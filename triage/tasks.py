@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from datetime import date
 
 from celery import current_app, shared_task
 from celery.contrib.django.task import DjangoTask
@@ -14,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import KombuError
 
-from triage import agenda, batching, claude, github, ingest, outbox, proposing, sync
+from triage import agenda, batching, claude, github, ingest, outbox, proposing, reports, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
 from triage.models import Decision, Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
@@ -217,3 +218,20 @@ def propose_changed(issue: Issue) -> None:
     """After any change to an issue: a fresh proposal in each queue that needs one."""
     for queue in proposing.queues_to_propose(issue):
         propose_later(queue, [issue.pk])
+
+
+@shared_task(base=DjangoTask)
+def recount_report(queue_id: int, start: str, end: str) -> None:
+    """Count a report again, so that its page shows the decisions that came since."""
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if queue is not None:
+        reports.recount(queue, reports.Period(date.fromisoformat(start), date.fromisoformat(end)))
+
+
+@shared_task(base=DjangoTask)
+def keep_reports_counted() -> None:
+    """Beat: the report ranges offered in one click stay counted, so their pages never wait."""
+    today = timezone.localdate()
+    for queue in Queue.objects.all():
+        for days in reports.PRESET_DAYS:
+            reports.keep_counted(queue, reports.Period.ending(today, days))

@@ -21,6 +21,7 @@ from triage.forms import DrillDownPageForm
 from triage.models import Decision, Queue
 from triage.rubric import loader
 from triage.spreadsheets import safe_cell, streamed_csv
+from triage.tasks import recount_report
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 TIER_COLOURS = {"high": "#1f883d", "medium": "#bf8700", "low": "#cf222e"}
 # More rows or columns than this and the heat map stops fitting; the table below has them all.
 HEAT_MAP_SIZE = 12
-PRESET_DAYS = (7, 28, 90)
 
 
 def _period(request: HtmxHttpRequest, today: date) -> tuple[reports.Period, str]:
@@ -85,7 +85,10 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if fmt:
         return _bad_request(f"format must be csv, or absent for the page, not {fmt!r}.")
     period, error = _period(request, today)
-    built = reports.build(queue, period)
+    counted = reports.counted(queue, period)
+    if counted.behind:
+        recount_report.delay_on_commit(queue.pk, period.start.isoformat(), period.end.isoformat())
+    built = counted.report
     # Rerunning the rules on every issue's text takes long: the page comes first, then this.
     changes = reports.what_would_change(built) if "backtest" in request.GET else None
     if changes is not None and request.htmx:
@@ -96,10 +99,12 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "period": period,
         "error": error,
         "report": built,
+        "counted": counted,
         "changes": changes,
         "range_query": urlencode(period.params()),
         "presets": [
-            (days, urlencode(reports.Period.ending(today, days).params())) for days in PRESET_DAYS
+            (days, urlencode(reports.Period.ending(today, days).params()))
+            for days in reports.PRESET_DAYS
         ],
         "weeks": [(row, drill_url(row.queue, period.week(row.monday))) for row in built.weeks],
         "acceptance_chart": acceptance_chart(built),

@@ -275,6 +275,36 @@ def time_workers(database_url: str, expected: int) -> dict[str, Any]:
     }
 
 
+def time_recount(repeat: int) -> dict[str, Any]:
+    """What a report page costs when its count is not cached: the 90-day pt2 report counted."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from triage import reports
+    from triage.models import Queue
+
+    queue = Queue.objects.get(slug="pt2")
+    period = reports.Period.ending(datetime.now(UTC).date(), 90)
+    timings: list[float] = []
+    tracemalloc.start()
+    with CaptureQueriesContext(connection) as captured:
+        reports.recount(queue, period)
+    peak = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    for _ in range(repeat):
+        started = time.perf_counter()
+        reports.recount(queue, period)
+        timings.append((time.perf_counter() - started) * 1000)
+    timings.sort()
+    return {
+        "p50_ms": round(statistics.median(timings), 1),
+        "p95_ms": round(timings[min(len(timings) - 1, int(len(timings) * 0.95))], 1),
+        "queries": len(captured),
+        "bytes": 0,
+        "peak_mb": round(peak, 1),
+    }
+
+
 def explain(sql: str) -> str:
     """The plan of a page's slowest query, in brief: its scans and its execution time."""
     from django.db import connection
@@ -419,6 +449,7 @@ def main() -> None:
         }
         results = {page: time_page(client, url, args.repeat) for page, url in pages.items()}
         plans = {page: explain(result.pop("slowest_sql")) for page, result in results.items()}
+        results["report, 90 days, counted afresh"] = time_recount(args.repeat)
         synced = time_sync(args.sync_issues, args.seed)
     finally:
         if args.workers:

@@ -73,3 +73,58 @@ def test_raw_html_in_the_source_is_shown_as_text():
 def test_a_megabyte_body_is_cut_to_what_is_rendered():
     html = render("word " * 250_000)
     assert len(html) < 250_000
+
+
+def links(html: str) -> list[tuple[str | None, str | None]]:
+    return [(attrs.get("href"), attrs.get("target")) for tag, attrs in elements(html) if tag == "a"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Fixed by #123.", "https://github.com/pytorch/pytorch/issues/123"),
+        ("cc @ezyang, thanks", "https://github.com/ezyang"),
+        ("Bisected to 9f2a1c3e4b", "https://github.com/pytorch/pytorch/commit/9f2a1c3e4b"),
+        (
+            "See https://github.com/pytorch/pytorch/pull/5 now.",
+            "https://github.com/pytorch/pytorch/pull/5",
+        ),
+        ("(logs: https://example.com/a_b?x=1)", "https://example.com/a_b?x=1"),
+    ],
+)
+def test_references_become_links_that_open_in_a_new_tab(text, expected):
+    assert links(render(text, "pytorch/pytorch")) == [(expected, "_blank")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`#123` and `@user` and `9f2a1c3e4b` in code",
+        "```\n#123 @user 9f2a1c3e4b https://example.com\n```",
+        "mail me at someone@example.com",
+        "color #fff, issue#12, version 1234567, word deadbeef, path a/9f2a1c3e4b",
+        "javascript:alert(1) and ftp://example.com/x",
+    ],
+)
+def test_what_is_not_a_reference_stays_text(text):
+    assert links(render(text, "pytorch/pytorch")) == []
+
+
+def test_a_link_already_written_is_not_linked_twice():
+    html = render("[see #12](https://github.com/pytorch/pytorch/issues/12)", "pytorch/pytorch")
+    assert links(html) == [("https://github.com/pytorch/pytorch/issues/12", "_blank")]
+
+
+def test_without_a_repository_only_urls_and_users_link():
+    assert [href for href, _ in links(render("#5 @bob 9f2a1c3e4b https://x.org/a"))] == [
+        "https://github.com/bob",
+        "https://x.org/a",
+    ]
+
+
+def test_a_reference_at_the_end_of_a_sentence_is_linked():
+    html = render("Thanks @bob. Bisected to 9f2a1c3e4b. See a1b2c3d.py too.", "pytorch/pytorch")
+    assert [href for href, _ in links(html)] == [
+        "https://github.com/bob",
+        "https://github.com/pytorch/pytorch/commit/9f2a1c3e4b",
+    ]

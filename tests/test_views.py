@@ -505,3 +505,15 @@ def test_records_are_read_only_in_the_admin(admin_client, model):
     assert admin_client.get(reverse(f"admin:triage_{model}_add")).status_code == 403
     listing = admin_client.get(reverse(f"admin:triage_{model}_changelist")).content.decode()
     assert f"/admin/triage/{model}/add/" not in listing
+
+
+def test_comments_show_their_date_and_link_references(client, oncall):
+    from tests.factories import make_proposal
+
+    client.force_login(oncall)
+    proposal = make_proposal(number=321, comments=["Same as #77, bisected to 9f2a1c3e4b."])
+    body = client.get(reverse("proposal", args=[proposal.pk])).content.decode()
+    comment = body[body.index('class="comment"') :]
+    assert '<time datetime="' in comment
+    assert 'href="https://github.com/pytorch/pytorch/issues/77"' in comment
+    assert 'href="https://github.com/pytorch/pytorch/commit/9f2a1c3e4b"' in comment

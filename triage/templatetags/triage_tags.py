@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 
@@ -10,8 +12,17 @@ register = template.Library()
 
 
 @register.filter
-def render_markdown(text: str) -> SafeString:
-    return mark_safe(markdown.render(text))
+def render_markdown(text: str, repository: str = "") -> SafeString:
+    return mark_safe(markdown.render(text, repository))
+
+
+@register.filter
+def as_datetime(value: str) -> datetime | None:
+    """A timestamp stored as ISO text (a comment's), for the `date` filter; None if it is not."""
+    try:
+        return datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
 
 
 @register.filter

@@ -270,3 +270,45 @@ def test_u_undoes_an_accept_within_its_window(
     first.refresh_from_db()
     assert first.status == Proposal.Status.PENDING
     assert standin.writes() == []
+
+
+def test_question_mark_lists_the_keys_and_g_i_goes_back_to_the_inbox(
+    page: Page, proposals: dict[int, Proposal]
+) -> None:
+    first = proposals[NUMBERS[0]]
+    log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+
+    page.keyboard.press("?")
+    help_panel = page.locator("#keys-help")
+    expect(help_panel).to_have_attribute("open", "")
+    expect(help_panel).to_contain_text("back to the inbox")
+    page.keyboard.press("?")
+    expect(help_panel).not_to_have_attribute("open", "")
+
+    page.keyboard.press("g")
+    page.keyboard.press("i")
+    expect(page).to_have_url(re.compile(r"/q/pt2/"))
+    expect(page.locator("#left")).to_have_text("3 left")
+
+
+def test_ctrl_enter_sends_a_rejection_with_its_reason(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn
+) -> None:
+    first, second = proposals[NUMBERS[0]], proposals[NUMBERS[1]]
+    log_in(page)
+    page.goto(f"/p/{first.pk}/")
+    _expect_issue(page, first)
+
+    page.keyboard.press("r")
+    reason = page.locator("#reject-panel textarea")
+    expect(reason).to_be_focused()
+    page.keyboard.type("A duplicate of an issue already triaged.")
+    page.keyboard.press("Control+Enter")
+
+    _expect_issue(page, second)
+    card = page.locator(".decision-card").filter(has_text=f"#{first.issue.number}")
+    expect(card).to_contain_text("rejected by oncall")
+    expect(card).to_contain_text("A duplicate of an issue already triaged.")
+    assert standin.label_names(REPO, first.issue.number) == ["oncall: pt2"]

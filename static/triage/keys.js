@@ -1,22 +1,45 @@
 // Keyboard shortcuts. Every action is also a plain link, button or <details> on the page, so the
 // console works without this file; it only maps a key to the element marked data-key="…".
+// A key may follow "g" ("g i": go to the inbox), as in GitHub's and Gmail's shortcuts.
 "use strict";
 
+let prefix = "";
+let prefixTimer = 0;
+
 document.addEventListener("keydown", (event) => {
-  if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
   const target = event.target;
-  if (target instanceof Element && target.closest("input, textarea, select, [contenteditable]")) {
+  const typing = target instanceof Element && target.closest("input, textarea, select, [contenteditable]");
+  if (typing && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+    // A note or a reason is sent without reaching for the mouse.
+    const form = target.closest("form");
+    if (form) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+    return;
+  }
+  if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
+  if (typing) {
     if (event.key === "Escape") target.blur();
     return;
   }
-  const element = document.querySelector(`[data-key="${CSS.escape(event.key)}"]`);
+  const key = prefix ? `${prefix} ${event.key}` : event.key;
+  prefix = "";
+  clearTimeout(prefixTimer);
+  if (key === "g") {
+    prefix = "g";
+    prefixTimer = setTimeout(() => { prefix = ""; }, 1500);
+    event.preventDefault();
+    return;
+  }
+  const element = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
   if (!element) return;
   event.preventDefault();
   if (element.tagName === "SUMMARY") {
     const panel = element.parentElement;
-    panel.open = true;
+    panel.open = !panel.open || panel.id !== "keys-help";
     const field = panel.querySelector("textarea, input:not([type=hidden]):not([type=checkbox])");
-    if (field) field.focus();
+    if (panel.open && field) field.focus();
     return;
   }
   element.click();

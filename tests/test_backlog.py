@@ -112,3 +112,96 @@ def test_a_long_backlog_is_counted_only_so_far():
     assert pending_count(3) == "3"
     assert pending_count(backlog.COUNT_UP_TO) == str(backlog.COUNT_UP_TO)
     assert pending_count(backlog.COUNT_UP_TO + 1) == f"{backlog.COUNT_UP_TO}+"
+
+
+def filtered(client, **params):
+    response = client.get(reverse("inbox", args=["pt2"]), params)
+    assert response.status_code == 200
+    return sorted(p.issue.number for p in response.context["proposals"])
+
+
+@pytest.fixture
+def mixed(db):
+    """Four pt2 issues that differ in text, labels, author, age and what their proposal does."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    make_proposal(number=1, title="Dynamo graph break in a loop", created=now - timedelta(hours=2))
+    make_proposal(
+        number=2,
+        title="Slow compile",
+        body="It takes minutes. The FakeTensor cache misses every time.",
+        labels=["oncall: pt2", "module: dynamo"],
+        created=now - timedelta(days=3),
+    )
+    make_proposal(number=3, title="Question", body="How do I", created=now - timedelta(days=40))
+    other = make_proposal(number=4, title="Segfault in inductor", created=now - timedelta(days=9))
+    other.issue.author = "someone-else"
+    other.issue.save()
+
+
+def test_filters_narrow_the_inbox_and_combine(client, oncall, mixed):
+    client.force_login(oncall)
+    assert filtered(client) == [1, 2, 3, 4]
+    assert filtered(client, q="graph break") == [1]
+    assert filtered(client, q="faketensor") == [2]  # in the body, any case
+    assert filtered(client, label="module: dynamo") == [2]
+    assert filtered(client, author="@someone-else") == [4]
+    assert filtered(client, age="7") == [1, 2]
+    assert filtered(client, age="30") == [1, 2, 4]
+    assert filtered(client, age="30", author="someone-else") == [4]
+    quiet = sorted(p.issue.number for p in Proposal.objects.filter(queue__slug="pt2") if p.is_empty)
+    assert filtered(client, changes="on") == sorted({1, 2, 3, 4} - set(quiet))
+    tiers = {p.issue.number: p.tier for p in Proposal.objects.filter(queue__slug="pt2")}
+    for tier in set(tiers.values()):
+        assert filtered(client, tier=tier) == sorted(n for n, t in tiers.items() if t == tier)
+
+
+def test_the_inbox_counts_what_matches_and_each_tier(client, oncall, mixed):
+    client.force_login(oncall)
+    response = client.get(reverse("inbox", args=["pt2"]), {"age": "7"})
+    assert response.context["left"] == 2
+    assert b'id="filtered-count"' in response.content
+    tiers = [p.tier for p in Proposal.objects.filter(queue__slug="pt2", issue__number__in=[1, 2])]
+    assert response.context["tier_counts"] == {tier: tiers.count(tier) for tier in set(tiers)}
+
+
+def test_the_filters_stay_in_every_link_of_the_page(client, oncall, mixed, settings):
+    settings.TRIAGE_PAGE_SIZE = 1
+    client.force_login(oncall)
+    response = client.get(reverse("inbox", args=["pt2"]), {"age": "30", "q": "i"})
+    body = response.content.decode()
+    assert 'value="i"' in body and '<option value="30" selected>' in body
+    cursor = response.context["next_cursor"]
+    assert f"q=i&amp;age=30&amp;cursor={cursor}" in body
+    assert "order=confidence&amp;q=i&amp;age=30" in body
+    second = client.get(reverse("inbox", args=["pt2"]), {"age": "30", "q": "i", "cursor": cursor})
+    assert [p.issue.number for p in second.context["proposals"]] != [
+        p.issue.number for p in response.context["proposals"]
+    ]
+
+
+def test_active_search_answers_with_the_list_alone(client, oncall, mixed):
+    client.force_login(oncall)
+    response = client.get(
+        reverse("inbox", args=["pt2"]),
+        {"q": "segfault"},
+        headers={"HX-Request": "true", "HX-Target": "inbox-body"},
+    )
+    body = response.content.decode().strip()
+    assert body.startswith('<div id="inbox-body">')
+    assert "<form" not in body
+    assert [p.issue.number for p in response.context["proposals"]] == [4]
+
+
+def test_no_match_says_so(client, oncall, mixed):
+    client.force_login(oncall)
+    response = client.get(reverse("inbox", args=["pt2"]), {"q": "nothing like this"})
+    assert b'id="no-match"' in response.content
+    assert b'id="queue-done"' not in response.content
+
+
+@pytest.mark.parametrize("query", [{"age": "2"}, {"tier": "certain"}, {"q": "x" * 201}])
+def test_a_filter_outside_its_choices_is_a_bad_request(client, oncall, query):
+    client.force_login(oncall)
+    assert client.get(reverse("inbox", args=["pt2"]), query).status_code == 400

@@ -312,3 +312,26 @@ def test_ctrl_enter_sends_a_rejection_with_its_reason(
     expect(card).to_contain_text("rejected by oncall")
     expect(card).to_contain_text("A duplicate of an issue already triaged.")
     assert standin.label_names(REPO, first.issue.number) == ["oncall: pt2"]
+
+
+def test_slash_focuses_the_filter_and_typing_narrows_the_inbox_in_place(
+    page: Page, proposals: dict[int, Proposal]
+) -> None:
+    log_in(page)
+    page.goto("/q/pt2/")
+    expect(page.locator("#left")).to_have_text("3 left")
+    settled(page)
+    _mark_document(page)
+
+    page.keyboard.press("/")
+    search = page.locator("#inbox-filters input[name=q]")
+    expect(search).to_be_focused()
+    page.keyboard.type("optimizer")
+
+    rows = page.locator("#inbox-body tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows).to_contain_text(TITLES[4102])
+    expect(page.locator("#filtered-count")).to_contain_text("1 pending issue match")
+    expect(page).to_have_url(re.compile(r"q=optimizer"))
+    expect(search).to_be_focused()
+    assert _same_document(page), "filtering reloaded the whole page"

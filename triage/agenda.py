@@ -9,7 +9,7 @@ from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -23,6 +23,7 @@ from triage.models import (
     Proposal,
     Queue,
     Write,
+    with_label,
 )
 from triage.rubric.loader import known_labels
 
@@ -258,7 +259,7 @@ def _escalated(meeting: Meeting) -> list[_Candidate]:
 def _labelled() -> list[_Candidate]:
     """Open issues carrying `triage review`, however it got there (the sync keeps labels
     current, so this covers labels applied on GitHub directly)."""
-    issues = _with_label(Issue.objects.filter(state="open"), "labels", ESCALATION_LABEL)
+    issues = with_label(Issue.objects.filter(state="open"), "labels", ESCALATION_LABEL)
     issue_ids = list(issues.values_list("pk", flat=True))
     # A meeting decided it and its write, which removes the label, has not landed yet. Once it
     # has, the label being there again means a human put it back.
@@ -282,7 +283,7 @@ def _labelled() -> list[_Candidate]:
 def _suggested() -> list[_Candidate]:
     """Pending proposals whose rubric asks for escalation (pt2: crash, silent wrong results,
     regression, flaky test, performance regression)."""
-    proposals = _with_label(
+    proposals = with_label(
         Proposal.objects.filter(status=Proposal.Status.PENDING, issue__state="open"),
         "add_labels",
         ESCALATION_LABEL,
@@ -303,14 +304,6 @@ def _suggested() -> list[_Candidate]:
         for proposal in proposals.only("pk", "issue_id", "queue_id", "rationale")
         if proposal.issue_id not in decided
     ]
-
-
-def _with_label[M: (Issue, Proposal)](queryset: QuerySet[M], field: str, label: str) -> QuerySet[M]:
-    if connection.features.supports_json_field_contains:
-        return queryset.filter(**{f"{field}__contains": [label]})
-    # SQLite (the demo) cannot look inside a JSON list: filter the ids here instead.
-    ids = [pk for pk, labels in queryset.values_list("pk", field) if label in (labels or [])]
-    return queryset.filter(pk__in=ids)
 
 
 def _last_decided(issue_ids: set[int]) -> dict[int, datetime]:

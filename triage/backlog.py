@@ -7,14 +7,17 @@ meanwhile does not shift the next page.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from functools import reduce
 from operator import or_
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 
-from triage.models import Proposal
+from triage.models import Proposal, with_label
 
 if TYPE_CHECKING:
     from triage.models import Queue
@@ -33,10 +36,56 @@ def _order_by(order: str, *, reverse: bool = False) -> list[str]:
     return [f"-{field}" if descending != reverse else field for field, descending in ORDERS[order]]
 
 
-def pending(queue: Queue, order: str) -> QuerySet[Proposal]:
-    return Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).order_by(
-        *_order_by(order)
+def pending(queue: Queue, order: str, chosen: Filters | None = None) -> QuerySet[Proposal]:
+    rows = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
+    return (chosen.apply(rows) if chosen else rows).order_by(*_order_by(order))
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the oncall narrowed the inbox to; empty fields do not narrow it."""
+
+    text: str = ""
+    label: str = ""
+    author: str = ""
+    max_age_days: int | None = None
+    tier: str = ""
+    changes_only: bool = False
+
+    def __bool__(self) -> bool:
+        return any(
+            (self.text, self.label, self.author, self.max_age_days, self.tier, self.changes_only)
+        )
+
+    def apply(self, rows: QuerySet[Proposal]) -> QuerySet[Proposal]:
+        if self.text:
+            rows = rows.filter(
+                Q(issue__title__icontains=self.text) | Q(issue__body__icontains=self.text)
+            )
+        if self.author:
+            rows = rows.filter(issue__author__iexact=self.author)
+        if self.max_age_days is not None:
+            rows = rows.filter(
+                issue_created_at__gte=timezone.now() - timedelta(days=self.max_age_days)
+            )
+        if self.tier:
+            rows = rows.filter(tier=self.tier)
+        if self.changes_only:
+            rows = rows.exclude(add_labels=[], remove_labels=[], comment_body="", close=False)
+        if self.label:
+            rows = with_label(rows, "issue__labels", self.label)
+        return rows
+
+    def any_tier(self) -> Filters:
+        return replace(self, tier="")
+
+
+def tier_counts(queue: Queue, chosen: Filters) -> dict[str, int]:
+    """How many pending proposals each tier would show with the other filters as they are."""
+    rows = chosen.any_tier().apply(
+        Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
     )
+    return dict(rows.values_list("tier").annotate(n=Count("pk")).order_by())
 
 
 def _beyond(order: str, proposal: Proposal, *, reverse: bool = False) -> Q:
@@ -55,10 +104,10 @@ def _beyond(order: str, proposal: Proposal, *, reverse: bool = False) -> Q:
 
 
 def page(
-    queue: Queue, order: str, after: Proposal | None = None
+    queue: Queue, order: str, after: Proposal | None = None, chosen: Filters | None = None
 ) -> tuple[list[Proposal], Proposal | None]:
     """A page of pending proposals (after `after`), and the last one if more follow."""
-    rows = pending(queue, order).select_related("issue").defer(*HEAVY_ISSUE_FIELDS)
+    rows = pending(queue, order, chosen).select_related("issue").defer(*HEAVY_ISSUE_FIELDS)
     if after is not None:
         rows = rows.filter(_beyond(order, after))
     size = settings.TRIAGE_PAGE_SIZE
@@ -73,13 +122,13 @@ def page(
 COUNT_UP_TO = 1000
 
 
-def left(queue: Queue) -> int:
-    """How many proposals are pending in the queue, up to COUNT_UP_TO + 1."""
-    return (
-        Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
-        .values("pk")[: COUNT_UP_TO + 1]
-        .count()
-    )
+def left(queue: Queue, chosen: Filters | None = None) -> int:
+    """How many proposals are pending in the queue (that the filters show), up to
+    COUNT_UP_TO + 1."""
+    rows = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING)
+    if chosen:
+        rows = chosen.apply(rows)
+    return rows.values("pk")[: COUNT_UP_TO + 1].count()
 
 
 def neighbours(proposal: Proposal, order: str) -> tuple[int | None, int | None, int]:

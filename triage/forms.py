@@ -10,6 +10,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.cache import cache
 
 from triage import backlog
+from triage.models import Proposal
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):
@@ -48,13 +49,34 @@ class ThrottledAuthenticationForm(AuthenticationForm):
 
 
 class InboxPageForm(forms.Form):
-    """Which page of an inbox: its order, and the proposal the page starts after."""
+    """Which page of an inbox: its order, its filters, and the proposal the page starts after."""
+
+    AGES = {"1": "a day", "7": "a week", "30": "a month"}
 
     order = forms.ChoiceField(choices=[(o, o) for o in backlog.ORDERS], required=False)
     cursor = forms.IntegerField(min_value=1, required=False)
+    q = forms.CharField(max_length=200, required=False, strip=True)
+    label = forms.CharField(max_length=200, required=False, strip=True)
+    author = forms.CharField(max_length=100, required=False, strip=True)
+    age = forms.ChoiceField(choices=[("", "any age"), *AGES.items()], required=False)
+    tier = forms.ChoiceField(
+        choices=[("", "any confidence"), *((t, t) for t in Proposal.Tier.values)], required=False
+    )
+    changes = forms.BooleanField(required=False)
 
     def clean_order(self) -> str:
         return self.cleaned_data["order"] or backlog.DEFAULT_ORDER
+
+    def filters(self) -> backlog.Filters:
+        data = self.cleaned_data
+        return backlog.Filters(
+            text=data["q"],
+            label=data["label"],
+            author=data["author"].lstrip("@"),
+            max_age_days=int(data["age"]) if data["age"] else None,
+            tier=data["tier"],
+            changes_only=data["changes"],
+        )
 
 
 class DrillDownPageForm(forms.Form):

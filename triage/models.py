@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import models, transaction
-from django.db.models import Q
+from django.db import connection, models, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from triage import judging
@@ -733,3 +733,12 @@ class VerdictRule(models.Model):
 
     def __str__(self) -> str:
         return self.rule
+
+
+def with_label[M: (Issue, Proposal)](queryset: QuerySet[M], field: str, label: str) -> QuerySet[M]:
+    """The rows whose JSON list `field` (a path such as "issue__labels") holds `label`."""
+    if connection.features.supports_json_field_contains:
+        return queryset.filter(**{f"{field}__contains": [label]})
+    # SQLite (the demo) cannot look inside a JSON list: filter the ids here instead.
+    ids = [pk for pk, labels in queryset.values_list("pk", field) if label in (labels or [])]
+    return queryset.filter(pk__in=ids)

@@ -42,5 +42,10 @@ document.addEventListener("keydown", (event) => {
     if (panel.open && field) field.focus();
     return;
   }
+  if (element.matches("input, textarea, select")) {
+    element.focus();
+    if (element.select) element.select();
+    return;
+  }
   element.click();
 });

@@ -34,3 +34,8 @@ def truncated(text: str) -> bool:
 def pending_count(left: int) -> str:
     """A backlog is counted only so far (triage.backlog.left): past that, "1000+"."""
     return f"{COUNT_UP_TO}+" if left > COUNT_UP_TO else str(left)
+
+
+@register.filter
+def get_item(mapping: dict[str, object], key: str) -> object:
+    return mapping.get(key)

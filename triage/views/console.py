@@ -4,6 +4,7 @@ import json
 from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth import authenticate, login
@@ -101,25 +102,43 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
     form = InboxPageForm(request.GET)
     if not form.is_valid():
-        return HttpResponseBadRequest("Unknown order or page.")
+        return HttpResponseBadRequest("Unknown order, filter or page.")
     after = None
     if form.cleaned_data["cursor"] is not None:
         after = Proposal.objects.filter(pk=form.cleaned_data["cursor"], queue=queue).first()
         if after is None:
             return HttpResponseBadRequest("That page's position is not in this queue.")
-    context = _inbox_context(request, queue, form.cleaned_data["order"], after)
+    context = _inbox_context(request, queue, form.cleaned_data["order"], after, form)
+    if request.htmx and request.htmx.target == "inbox-body":
+        # Active search: only the list changes, the field being typed in stays as it is.
+        return render(request, "triage/inbox.html#inbox-body", context)
     return render(request, "triage/inbox.html", context)
 
 
 def _inbox_context(
-    request: HtmxHttpRequest, queue: Queue, order: str, after: Proposal | None = None
+    request: HtmxHttpRequest,
+    queue: Queue,
+    order: str,
+    after: Proposal | None = None,
+    form: InboxPageForm | None = None,
 ) -> dict[str, object]:
-    proposals, last = backlog.page(queue, order, after)
+    chosen = form.filters() if form is not None else backlog.Filters()
+    proposals, last = backlog.page(queue, order, after, chosen)
+    filter_query = {
+        key: value
+        for key, value in (form.cleaned_data if form is not None else {}).items()
+        if key not in ("cursor", "order") and value not in ("", None, False)
+    }
     return {
         "queue": queue,
         "proposals": proposals,
         "order": order,
-        "left": backlog.left(queue),
+        "left": backlog.left(queue, chosen),
+        "filtered": bool(chosen),
+        "filter_form": form if form is not None else InboxPageForm(),
+        "filter_query": urlencode(filter_query),
+        "tier_counts": backlog.tier_counts(queue, chosen),
+        "vocabulary": sorted(loader.load(queue.rubric).vocabulary.allowed),
         "paged": after is not None,
         "next_cursor": last.pk if last is not None else None,
         "page_size": settings.TRIAGE_PAGE_SIZE,

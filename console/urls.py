@@ -18,6 +18,7 @@ urlpatterns = [
     path("login/demo/", views.demo_login, name="demo-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("q/<slug:slug>/", views.inbox, name="inbox"),
+    path("q/<slug:slug>/decided/", views.decided, name="decided"),
     path("q/<slug:slug>/sync/", views.start_sync, name="start-sync"),
     path("q/<slug:slug>/sync/status/", views.sync_status, name="sync-status"),
     path("p/<int:pk>/", views.proposal_detail, name="proposal"),

@@ -205,3 +205,49 @@ def test_no_match_says_so(client, oncall, mixed):
 def test_a_filter_outside_its_choices_is_a_bad_request(client, oncall, query):
     client.force_login(oncall)
     assert client.get(reverse("inbox", args=["pt2"]), query).status_code == 400
+
+
+def decide_now(proposal, kind, user, add=()):
+    from triage import outbox
+
+    return outbox.decide(
+        proposal,
+        kind=kind,
+        user=user,
+        add_labels=list(add),
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="not a compiler bug",
+    )
+
+
+def test_decided_issues_still_in_the_queue_stay_findable(client, oncall, settings):
+    client.force_login(oncall)
+    rejected = make_proposal(number=11)
+    decide_now(rejected, "reject", oncall)
+    triaged = make_proposal(number=12)
+    decide_now(triaged, "accept", oncall, add=["triaged"])
+    # Its write landed: the issue carries `triaged` now and left the queue.
+    triaged.issue.labels = [*triaged.issue.labels, "triaged"]
+    triaged.issue.save()
+    make_proposal(number=13)  # still pending: in the inbox, not here
+
+    response = client.get(reverse("decided", args=["pt2"]))
+    assert [p.issue.number for p in response.context["rows"]] == [11]
+    assert "not a compiler bug" in response.content.decode()
+    assert b'id="decided-link"' in client.get(reverse("inbox", args=["pt2"])).content
+
+
+def test_the_decided_list_pages(client, oncall, settings):
+    settings.TRIAGE_PAGE_SIZE = 2
+    client.force_login(oncall)
+    for number in (21, 22, 23):
+        decide_now(make_proposal(number=number), "reject", oncall)
+    url = reverse("decided", args=["pt2"])
+    first = client.get(url)
+    assert [p.issue.number for p in first.context["rows"]] == [23, 22]
+    second = client.get(url, {"after": first.context["next_after"]})
+    assert [p.issue.number for p in second.context["rows"]] == [21]
+    assert second.context["next_after"] is None
+    assert client.get(url, {"after": "x"}).status_code == 400

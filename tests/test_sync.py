@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from tests.factories import REPO, make_user, raw_issue
 from triage import outbox
-from triage.models import Issue, Proposal, Queue
-from triage.tasks import sync_queue
+from triage.models import Decision, Issue, Proposal, Queue, Write
+from triage.tasks import apply_write, sync_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -79,26 +79,83 @@ def test_an_edited_issue_gets_a_fresh_proposal(standin, django_capture_on_commit
     assert new.input_hash != old.input_hash
 
 
-def test_a_decided_issue_is_not_reproposed_when_edited(standin, django_capture_on_commit_callbacks):
-    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
-    sync("pt2", django_capture_on_commit_callbacks)
-    proposal = Proposal.objects.get()
-    with django_capture_on_commit_callbacks(execute=True):
-        outbox.decide(
+def decided_two_minutes_ago(proposal, capture, *, kind="reject", add=()):
+    with capture(execute=True):
+        decision = outbox.decide(
             proposal,
-            kind="reject",
+            kind=kind,
             user=make_user("o", oncall=True),
-            add_labels=[],
+            add_labels=list(add),
             remove_labels=[],
             comment_body="",
             close=False,
             note="wrong component",
         )
+    assert decision is not None
+    # The decision (and its write) took effect a while ago: GitHub's later changes are a human's.
+    earlier = timezone.now() - timedelta(minutes=2)
+    Decision.objects.filter(pk=decision.pk).update(decided_at=earlier)
+    Write.objects.filter(decision=decision).update(applied_at=earlier)
+    return decision
+
+
+def test_a_decided_issue_stays_decided_while_nothing_changes(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    decided_two_minutes_ago(Proposal.objects.get(), django_capture_on_commit_callbacks)
+    sync("pt2", django_capture_on_commit_callbacks)
+    assert Proposal.objects.filter(status="pending").count() == 0
+
+
+def test_a_decided_issue_changed_on_github_comes_back_with_a_fresh_proposal(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    first = Proposal.objects.get()
+    decided_two_minutes_ago(first, django_capture_on_commit_callbacks)
+
     standin.edit_issue(REPO, 1, body="Segmentation fault (core dumped)")
     sync("pt2", django_capture_on_commit_callbacks)
 
-    assert Proposal.objects.count() == 1
-    assert Issue.objects.get(number=1).body.startswith("Segmentation fault")
+    fresh = Proposal.objects.get(status="pending")
+    assert fresh.pk != first.pk
+    assert "triage review" in fresh.add_labels
+    first.refresh_from_db()
+    assert first.status == "decided"
+
+
+def test_the_consoles_own_write_does_not_bring_an_issue_back(
+    standin, django_capture_on_commit_callbacks
+):
+    standin.add_issue(REPO, raw_issue(1, created=recent(60)))
+    sync("pt2", django_capture_on_commit_callbacks)
+    proposal = Proposal.objects.get()
+    # An edit that keeps the issue in the queue (no `triaged`): only its label is new on GitHub.
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = outbox.decide(
+            proposal,
+            kind="edit",
+            user=make_user("o", oncall=True),
+            add_labels=["module: dynamo"],
+            remove_labels=[],
+            comment_body="",
+            close=False,
+            note="",
+        )
+    assert decision is not None
+    apply_write.delay(decision.write.pk)
+    assert "module: dynamo" in standin.label_names(REPO, 1)
+    sync("pt2", django_capture_on_commit_callbacks)
+    assert Proposal.objects.filter(status="pending").count() == 0
+
+    # A human answers a minute later: now it is back.
+    Write.objects.update(applied_at=timezone.now() - timedelta(minutes=2))
+    standin.add_comment(REPO, 1, "It also fails with dynamic=False.")
+    sync("pt2", django_capture_on_commit_callbacks)
+    assert Proposal.objects.filter(status="pending").count() == 1
 
 
 def test_a_new_rubric_version_reproposes_pending_but_not_decided(

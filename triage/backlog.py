@@ -14,10 +14,10 @@ from operator import or_
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from triage.models import Proposal, with_label
+from triage.models import Decision, Proposal, with_label
 
 if TYPE_CHECKING:
     from triage.models import Queue
@@ -147,3 +147,35 @@ def neighbours(proposal: Proposal, order: str) -> tuple[int | None, int | None, 
         .first()
     )
     return previous, following, left_count
+
+
+def decided_untriaged(queue: Queue, before: int | None = None) -> tuple[list[Proposal], int | None]:
+    """Issues a human decided here that are still in the queue on GitHub (a rejection, or an
+    approval that changed nothing that takes them out), newest decision first, a page at a
+    time; and where the next page starts. They come back to the inbox if they change."""
+    size = settings.TRIAGE_PAGE_SIZE
+    rows = (
+        Proposal.objects.filter(queue=queue, status=Proposal.Status.DECIDED)
+        .exclude(issue__proposals__queue=queue, issue__proposals__status=Proposal.Status.PENDING)
+        .select_related("issue")
+        .defer(*HEAVY_ISSUE_FIELDS)
+        .prefetch_related(
+            Prefetch(
+                "decisions",
+                queryset=Decision.objects.select_related("decided_by").order_by("-decided_at"),
+            )
+        )
+        .order_by("-pk")
+    )
+    found: list[Proposal] = []
+    # Whether an issue is still in the queue is read from its labels: a chunk at a time.
+    while len(found) <= size:
+        chunk = list((rows.filter(pk__lt=before) if before else rows)[:CHUNK])
+        found += [p for p in chunk if queue.matches(p.issue.labels, p.issue.state)]
+        if len(chunk) < CHUNK:
+            break
+        before = chunk[-1].pk
+    return found[:size], (found[size - 1].pk if len(found) > size else None)
+
+
+CHUNK = 500

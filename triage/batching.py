@@ -23,7 +23,7 @@ def submit(queue: Queue, issues: list[Issue]) -> ModelBatch | None:
     inputs: list[tuple[str, engine.IssueInput]] = []
     sent: dict[str, Issue] = {}
     for issue in issues:
-        if not queue.matches(issue.labels, issue.state) or proposing.is_decided(issue, queue):
+        if not queue.matches(issue.labels, issue.state) or proposing.is_settled(issue, queue):
             continue
         issue_input = proposing.issue_input(issue)
         rules = engine.propose(rubric, issue_input)
@@ -102,7 +102,7 @@ def _store_results(batch: ModelBatch) -> int:
             or rubric.version != batch.rubric_version
         ):
             continue
-        if proposing.is_decided(issue, queue):
+        if proposing.is_settled(issue, queue):
             continue
         issue_input = proposing.issue_input(issue)
         rules = engine.propose(rubric, issue_input)

@@ -93,7 +93,7 @@ class AgendaPageForm(forms.Form):
     added = forms.IntegerField(min_value=0, required=False)
 
 
-class HistoryPageForm(forms.Form):
-    """A page of an issue's history: the proposals made after one."""
+class PageAfterForm(forms.Form):
+    """A page of a list paged by id: the rows that come after the one named."""
 
     after = forms.IntegerField(min_value=1, required=False)

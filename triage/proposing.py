@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from triage import claude
-from triage.models import Issue, Proposal, Queue
+from triage.models import Issue, Proposal, Queue, Write
 from triage.rubric import engine, loader
 
 if TYPE_CHECKING:
@@ -30,11 +31,35 @@ def issue_input(issue: Issue) -> engine.IssueInput:
     )
 
 
-def is_decided(issue: Issue, queue: Queue) -> bool:
-    # A human decided it: never re-proposed behind their back, even if the issue changes later.
-    return Proposal.objects.filter(
-        issue=issue, queue=queue, status=Proposal.Status.DECIDED
-    ).exists()
+# GitHub's clock and ours: a change this close after the console's own write is taken for it.
+CLOCK_SLACK = timedelta(seconds=60)
+
+
+def is_settled(issue: Issue, queue: Queue) -> bool:
+    """A human decided the issue in this queue and nobody changed it on GitHub since: it is not
+    proposed again. An issue that changed after the decision took effect (an edit, a comment, a
+    label set by hand) is proposed afresh and comes back to the inbox. Until the decision's
+    write has landed (or while it failed or conflicted, which a human sees on its card) it stays
+    settled: the console's own change is not a reason to ask again."""
+    decided = (
+        Proposal.objects.filter(issue=issue, queue=queue, status=Proposal.Status.DECIDED)
+        .order_by("-pk")
+        .first()
+    )
+    if decided is None:
+        return False
+    if decided.input_hash == issue.content_hash:
+        return True
+    decision = decided.decisions.select_related("write").order_by("-decided_at").first()
+    if decision is None:
+        return True
+    took_effect = decision.decided_at
+    write = getattr(decision, "write", None)
+    if write is not None:
+        if write.state != Write.State.APPLIED or write.applied_at is None:
+            return True
+        took_effect = write.applied_at
+    return issue.updated_at <= took_effect + CLOCK_SLACK
 
 
 def _current(issue: Issue, queue: Queue) -> Proposal | None:
@@ -62,7 +87,7 @@ def queues_to_propose(issue: Issue) -> list[Queue]:
                 issue=issue, queue=queue, status=Proposal.Status.PENDING
             ).update(status=Proposal.Status.WITHDRAWN)
             continue
-        if is_decided(issue, queue):
+        if is_settled(issue, queue):
             continue
         if not is_fresh(_current(issue, queue), issue, loader.load(queue.rubric)):
             needed.append(queue)
@@ -155,7 +180,7 @@ def propose(issue: Issue, queue: Queue) -> Proposal | None:
     Idempotent: with nothing changed it returns the existing proposal. Returns None when the
     issue is not in the queue, or a human decided it (also if that happened while we computed).
     """
-    if not queue.matches(issue.labels, issue.state) or is_decided(issue, queue):
+    if not queue.matches(issue.labels, issue.state) or is_settled(issue, queue):
         return None
     rubric = loader.load(queue.rubric)
     current = _current(issue, queue)
@@ -194,6 +219,10 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
                 issue_id__in=chunk, queue=queue, status=Proposal.Status.DECIDED
             ).values_list("issue_id", flat=True)
         )
+        # Few issues of a chunk were decided: those are looked at one by one.
+        settled = {
+            issue.pk for issue in staying if issue.pk in decided and is_settled(issue, queue)
+        }
         current = {
             proposal.issue_id: proposal
             for proposal in Proposal.objects.filter(
@@ -203,7 +232,7 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
         fresh = [
             Proposal.from_draft(issue, queue, engine.propose(rubric, issue_input(issue)))
             for issue in staying
-            if issue.pk not in decided and not is_fresh(current.get(issue.pk), issue, rubric)
+            if issue.pk not in settled and not is_fresh(current.get(issue.pk), issue, rubric)
         ]
         with transaction.atomic():
             stale = [current[p.issue_id].pk for p in fresh if p.issue_id in current]

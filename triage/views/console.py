@@ -27,7 +27,7 @@ from django_htmx.http import push_url
 
 from triage import backlog, outbox, rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.forms import HistoryPageForm, InboxPageForm
+from triage.forms import InboxPageForm, PageAfterForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
@@ -113,6 +113,23 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         # Active search: only the list changes, the field being typed in stays as it is.
         return render(request, "triage/inbox.html#inbox-body", context)
     return render(request, "triage/inbox.html", context)
+
+
+@require_GET
+def decided(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Decided here, still untriaged on GitHub: findable, and back in the inbox if it changes."""
+    queue = _get_queue(slug)
+    form = PageAfterForm(request.GET)
+    if not form.is_valid():
+        return HttpResponseBadRequest("after must be a proposal's number.")
+    rows, next_after = backlog.decided_untriaged(queue, form.cleaned_data["after"])
+    context = {
+        "queue": queue,
+        "rows": rows,
+        "next_after": next_after,
+        "paged": form.cleaned_data["after"] is not None,
+    }
+    return render(request, "triage/decided.html", context)
 
 
 def _inbox_context(
@@ -376,7 +393,7 @@ def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def history(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     issue = get_object_or_404(Issue.objects.defer("body", "comments"), pk=pk)
-    form = HistoryPageForm(request.GET)
+    form = PageAfterForm(request.GET)
     if not form.is_valid():
         return HttpResponseBadRequest("after must be a proposal's number.")
     decisions = Decision.objects.select_related("decided_by", "write").order_by("decided_at")

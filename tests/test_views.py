@@ -517,3 +517,62 @@ def test_comments_show_their_date_and_link_references(client, oncall):
     assert '<time datetime="' in comment
     assert 'href="https://github.com/pytorch/pytorch/issues/77"' in comment
     assert 'href="https://github.com/pytorch/pytorch/commit/9f2a1c3e4b"' in comment
+
+
+def test_an_issue_changed_since_its_proposal_says_what_changed(client, oncall):
+    from tests.factories import make_proposal
+
+    client.force_login(oncall)
+    proposal = make_proposal(number=331)
+    issue = proposal.issue
+    issue.labels = [*issue.labels, "module: dynamo"]
+    issue.save()
+    body = client.get(reverse("proposal", args=[proposal.pk])).content.decode()
+    notice = body[body.index('id="changed-since"') :].split("</p>")[0]
+    assert "+ module: dynamo" in notice
+    assert "its text or comments" not in notice
+
+    issue.body = "Now it segfaults."
+    issue.save()
+    body = client.get(reverse("proposal", args=[proposal.pk])).content.decode()
+    assert "its text or comments" in body
+
+
+def test_an_issue_in_two_queues_links_the_other_proposal(client, oncall):
+    from tests.factories import make_proposal, queue
+    from triage.proposing import propose
+
+    client.force_login(oncall)
+    pt2 = make_proposal(number=332, labels=["oncall: pt2", "oncall: distributed"])
+    other = propose(pt2.issue, queue("distributed"))
+    assert other is not None
+    body = client.get(reverse("proposal", args=[pt2.pk])).content.decode()
+    assert f'href="{reverse("proposal", args=[other.pk])}"' in body
+    assert "Distributed queue" in body or "distributed queue" in body.lower()
+
+
+def test_a_proposal_decided_by_someone_else_says_who_and_when(client, oncall):
+    from tests.factories import make_proposal, make_user
+    from triage import outbox
+
+    proposal = make_proposal(number=333)
+    alice = make_user("alice", oncall=True)
+    outbox.decide(
+        proposal,
+        kind="reject",
+        user=alice,
+        add_labels=[],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="a duplicate",
+    )
+    client.force_login(oncall)
+    body = client.get(reverse("proposal", args=[proposal.pk])).content.decode()
+    notice = body[body.index('id="decided-by-another"') :].split("</p>")[0]
+    assert "alice rejected this" in notice
+    client.force_login(alice)
+    assert (
+        b'id="decided-by-another"'
+        not in client.get(reverse("proposal", args=[proposal.pk])).content
+    )

@@ -170,11 +170,15 @@ class Issue(models.Model):
     @property
     def content_hash(self) -> str:
         """What a proposal saw: text, comments and labels. A change to any of them re-proposes."""
+        return self.content_hash_with(self.labels)
+
+    def content_hash_with(self, labels: list[str]) -> str:
+        """The content hash the issue would have with these labels."""
         payload = {
             "title": self.title,
             "body": self.body,
             "state": self.state,
-            "labels": sorted(self.labels),
+            "labels": sorted(labels),
             "comments": [[c.get("id"), c.get("body", "")] for c in self.comments],
         }
         encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
@@ -311,6 +315,20 @@ class Proposal(models.Model):
                 context = {"before": "", "after": ""}
             cited.append(citation | context)
         return cited
+
+    def changed_since(self) -> dict[str, list[str]] | None:
+        """What changed on the issue since this proposal was made (None: nothing did): labels
+        added and removed; `text` says the title, body, state or comments changed."""
+        issue = self.issue
+        if self.input_hash == issue.content_hash:
+            return None
+        seen, now = set(self.labels_seen), set(issue.labels)
+        text_changed = self.input_hash != issue.content_hash_with(self.labels_seen)
+        return {
+            "added": sorted(now - seen),
+            "removed": sorted(seen - now),
+            "text": ["text"] if text_changed else [],
+        }
 
     @property
     def is_empty(self) -> bool:

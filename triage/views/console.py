@@ -223,6 +223,13 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
             .filter(pk=int(after))
             .first()
         )
+    # The issue may be pending in another queue too (a PT2-D issue is pt2's and distributed's).
+    elsewhere = list(
+        Proposal.objects.filter(issue=issue, status=Proposal.Status.PENDING)
+        .exclude(queue=proposal.queue)
+        .select_related("queue")
+        .only("pk", "queue__slug", "queue__name")
+    )
     return {
         "proposal": proposal,
         "issue": issue,
@@ -231,7 +238,14 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
         "previous_id": previous,
         "next_id": following,
         "left": left,
+        "elsewhere": elsewhere,
+        "changed_since": proposal.changed_since(),
         "latest_decision": latest,
+        "decided_by_another": (
+            latest is not None
+            and not proposal.is_pending
+            and latest.decided_by_id != request.user.pk
+        ),
         "previous_decision": previous_decision,
         "vocabulary": sorted(rubric.vocabulary.allowed),
         "templates": rubric.templates,

@@ -230,6 +230,8 @@ TRIAGE_UNDO_SECONDS = env_float("TRIAGE_UNDO_SECONDS", 10.0)
 # Rows per page of the inbox and of a report's drill-down: lists page by key, so a page costs
 # the same at any depth.
 TRIAGE_PAGE_SIZE = env_int("TRIAGE_PAGE_SIZE", 100)
+# How often an open inbox asks for its list again, to follow the others' decisions.
+TRIAGE_INBOX_POLL_SECONDS = env_int("TRIAGE_INBOX_POLL_SECONDS", 15)
 # A report is counted again in the background when decisions came since; until then, and for
 # at most this long, the page shows the last count with its age.
 TRIAGE_REPORT_MAX_AGE_SECONDS = env_int("TRIAGE_REPORT_MAX_AGE_SECONDS", 300)

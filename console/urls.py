@@ -23,6 +23,7 @@ urlpatterns = [
     path("q/<slug:slug>/sync/status/", views.sync_status, name="sync-status"),
     path("p/<int:pk>/", views.proposal_detail, name="proposal"),
     path("p/<int:pk>/decide/", views.decide, name="decide"),
+    path("p/<int:pk>/presence/", views.presence_ping, name="presence"),
     path("w/<int:pk>/", views.write_status, name="write-status"),
     path("w/<int:pk>/retry/", views.retry_write, name="retry-write"),
     path("w/<int:pk>/undo/", views.undo_write, name="undo-write"),

@@ -189,7 +189,7 @@ def test_active_search_answers_with_the_list_alone(client, oncall, mixed):
         headers={"HX-Request": "true", "HX-Target": "inbox-body"},
     )
     body = response.content.decode().strip()
-    assert body.startswith('<div id="inbox-body">')
+    assert body.startswith('<div id="inbox-body"')
     assert "<form" not in body
     assert [p.issue.number for p in response.context["proposals"]] == [4]
 

@@ -335,3 +335,37 @@ def test_slash_focuses_the_filter_and_typing_narrows_the_inbox_in_place(
     expect(page).to_have_url(re.compile(r"q=optimizer"))
     expect(search).to_be_focused()
     assert _same_document(page), "filtering reloaded the whole page"
+
+
+def test_the_inbox_follows_a_decision_taken_elsewhere_without_losing_the_filter(
+    page: Page, proposals: dict[int, Proposal], settings: Any
+) -> None:
+    from tests.factories import make_user
+    from triage import outbox
+
+    settings.TRIAGE_INBOX_POLL_SECONDS = 1
+    log_in(page)
+    page.goto("/q/pt2/?q=dict")
+    expect(page.locator("#inbox-body tbody tr")).to_have_count(3)
+    settled(page)
+    _mark_document(page)
+    search = page.locator("#inbox-filters input[name=q]")
+    search.focus()
+
+    gone = proposals[NUMBERS[1]]
+    outbox.decide(
+        gone,
+        kind="reject",
+        user=make_user("alice", oncall=True),
+        add_labels=[],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="duplicate",
+    )
+
+    expect(page.locator("#inbox-body tbody tr")).to_have_count(2)
+    expect(page.locator("#inbox-body")).not_to_contain_text(TITLES[NUMBERS[1]])
+    expect(search).to_be_focused()
+    expect(search).to_have_value("dict")
+    assert _same_document(page), "the inbox reloaded the whole page"

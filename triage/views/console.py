@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
-from triage import backlog, outbox, rotation
+from triage import backlog, outbox, presence, rotation
 from triage.decisions import DecisionError, parse_decision
 from triage.forms import InboxPageForm, PageAfterForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
@@ -116,6 +116,19 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 
 @require_GET
+def presence_ping(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The issue page, still open, says so; the answer is who else has it open."""
+    proposal = get_object_or_404(Proposal.objects.only("pk"), pk=pk)
+    presence.here(request.user.get_username(), proposal.pk)
+    context = {
+        "proposal": proposal,
+        "viewers": presence.others([proposal.pk], request.user.get_username()).get(proposal.pk, []),
+        "presence_ping_seconds": presence.PING_SECONDS,
+    }
+    return render(request, "triage/issue.html#presence", context)
+
+
+@require_GET
 def decided(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Decided here, still untriaged on GitHub: findable, and back in the inbox if it changes."""
     queue = _get_queue(slug)
@@ -146,6 +159,8 @@ def _inbox_context(
         for key, value in (form.cleaned_data if form is not None else {}).items()
         if key not in ("cursor", "order") and value not in ("", None, False)
     }
+    if filter_query.get("changes"):
+        filter_query["changes"] = "on"
     return {
         "queue": queue,
         "proposals": proposals,
@@ -155,10 +170,16 @@ def _inbox_context(
         "filter_form": form if form is not None else InboxPageForm(),
         "filter_query": urlencode(filter_query),
         "tier_counts": backlog.tier_counts(queue, chosen),
+        "viewing": presence.others([p.pk for p in proposals], request.user.get_username()),
         "vocabulary": sorted(loader.load(queue.rubric).vocabulary.allowed),
         "paged": after is not None,
         "next_cursor": last.pk if last is not None else None,
         "page_size": settings.TRIAGE_PAGE_SIZE,
+        "poll_seconds": settings.TRIAGE_INBOX_POLL_SECONDS,
+        # What the list polls to follow others' decisions: this page, whatever request drew it.
+        "poll_url": reverse("inbox", args=[queue.slug])
+        + "?"
+        + urlencode({"order": order, **filter_query, **({"cursor": after.pk} if after else {})}),
         "spend": _spend(queue),
     } | _week_context(request, queue, proposals)
 
@@ -239,6 +260,8 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
         "next_id": following,
         "left": left,
         "elsewhere": elsewhere,
+        "viewers": presence.others([proposal.pk], request.user.get_username()).get(proposal.pk, []),
+        "presence_ping_seconds": presence.PING_SECONDS,
         "changed_since": proposal.changed_since(),
         "latest_decision": latest,
         "decided_by_another": (
@@ -266,6 +289,7 @@ def proposal_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         )
         if current:
             return redirect(f"{reverse('proposal', args=[current.pk])}?order={_order(request)}")
+    presence.here(request.user.get_username(), proposal.pk)
     context = _issue_context(request, proposal, _order(request))
     pending = request.session.pop(PENDING_DECISION, None)
     if isinstance(pending, dict) and pending.get("proposal") == proposal.pk:

@@ -369,3 +369,30 @@ def test_the_inbox_follows_a_decision_taken_elsewhere_without_losing_the_filter(
     expect(search).to_be_focused()
     expect(search).to_have_value("dict")
     assert _same_document(page), "the inbox reloaded the whole page"
+
+
+def test_bulk_accept_a_range_with_one_confirmation_and_one_undo(
+    page: Page, proposals: dict[int, Proposal], standin: GitHubStandIn, settings: Any
+) -> None:
+    settings.TRIAGE_UNDO_SECONDS = 30
+    log_in(page)
+    page.goto("/q/pt2/")
+    expect(page.locator("#inbox-body tbody tr")).to_have_count(3)
+    settled(page)
+
+    boxes = page.locator("#inbox-body input.select")
+    boxes.nth(0).click()
+    boxes.nth(2).click(modifiers=["Shift"])
+    expect(boxes.nth(1)).to_be_checked()
+    page.get_by_role("button", name="Preview accepting the selected").click()
+
+    expect(page.locator("table.bulk tbody tr")).to_have_count(3)
+    page.get_by_role("button", name=re.compile("Accept these 3")).click()
+
+    expect(page.locator("#bulk-undo")).to_contain_text("3 acceptances wait to be sent")
+    expect(page.locator("#queue-done")).to_be_visible()
+    settled(page)
+    page.keyboard.press("u")
+
+    expect(page.locator("#inbox-body tbody tr")).to_have_count(3)
+    assert all(standin.label_names(REPO, n) == ["oncall: pt2"] for n in NUMBERS)

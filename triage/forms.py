@@ -97,3 +97,34 @@ class PageAfterForm(forms.Form):
     """A page of a list paged by id: the rows that come after the one named."""
 
     after = forms.IntegerField(min_value=1, required=False)
+
+
+class IdListField(forms.Field):
+    """Many ids under one name (`?p=1&p=2`), at most `MAX` of them."""
+
+    widget = forms.MultipleHiddenInput
+    MAX = 500
+
+    def to_python(self, value: Any) -> list[int]:
+        if not value:
+            return []
+        if len(value) > self.MAX:
+            raise forms.ValidationError(f"At most {self.MAX} at once.")
+        try:
+            ids = [int(item) for item in value]
+        except (TypeError, ValueError):
+            raise forms.ValidationError("Ids are whole numbers.") from None
+        return list(dict.fromkeys(ids))
+
+
+class BulkAcceptForm(forms.Form):
+    """Proposals to accept together; `high` adds every high-confidence one the inbox shows."""
+
+    p = IdListField(required=False)
+    high = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not data.get("p") and not data.get("high"):
+            raise forms.ValidationError("Select at least one issue to accept.")
+        return data

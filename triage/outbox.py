@@ -55,6 +55,26 @@ def decide(proposal: Proposal, **fields: Any) -> Decision | None:
     return decision
 
 
+def accept_all(proposals: list[Proposal], user: Any) -> list[Decision]:
+    """Accept each proposal as proposed: a decision and a write each, as if one by one. A
+    proposal decided meanwhile is left out. The caller sends the writes once committed."""
+    made = []
+    for proposal in proposals:
+        decision = decide(
+            proposal,
+            kind=Decision.Kind.ACCEPT,
+            user=user,
+            add_labels=list(proposal.add_labels),
+            remove_labels=list(proposal.remove_labels),
+            comment_body=proposal.comment_body,
+            close=proposal.close,
+            note="",
+        )
+        if decision is not None:
+            made.append(decision)
+    return made
+
+
 def _due() -> datetime:
     # The grace period in which the approval can still be undone.
     return timezone.now() + timedelta(seconds=settings.TRIAGE_UNDO_SECONDS)

@@ -49,3 +49,16 @@ document.addEventListener("keydown", (event) => {
   }
   element.click();
 });
+
+// Shift-click on a row's checkbox selects every row between it and the one clicked before.
+let lastChecked = null;
+document.addEventListener("click", (event) => {
+  const box = event.target;
+  if (!(box instanceof HTMLInputElement) || !box.classList.contains("select")) return;
+  const boxes = [...document.querySelectorAll("input.select")];
+  if (event.shiftKey && lastChecked && boxes.includes(lastChecked)) {
+    const [from, to] = [boxes.indexOf(lastChecked), boxes.indexOf(box)].sort((a, b) => a - b);
+    for (const other of boxes.slice(from, to + 1)) other.checked = box.checked;
+  }
+  lastChecked = box;
+});

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import authenticate, login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import redirect_to_login
@@ -20,6 +21,7 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -27,7 +29,7 @@ from django_htmx.http import push_url
 
 from triage import backlog, outbox, presence, rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.forms import InboxPageForm, PageAfterForm
+from triage.forms import BulkAcceptForm, IdListField, InboxPageForm, PageAfterForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.rubric import loader
@@ -115,6 +117,92 @@ def inbox(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return render(request, "triage/inbox.html", context)
 
 
+# The writes of the last bulk acceptance, kept in the session for its one undo.
+BULK_UNDO = "bulk-undo"
+
+
+def _bulk_selection(request: HtmxHttpRequest, queue: Queue) -> list[Proposal] | None:
+    """The pending proposals of the queue chosen in the request, or None if the request is bad."""
+    data = request.POST if request.method == "POST" else request.GET
+    form = BulkAcceptForm(data)
+    filters = InboxPageForm(data)
+    if not form.is_valid() or not filters.is_valid():
+        return None
+    chosen = backlog.pending(queue, backlog.DEFAULT_ORDER).select_related("issue")
+    wanted = set(form.cleaned_data["p"])
+    if form.cleaned_data["high"]:
+        high = backlog.pending(queue, filters.cleaned_data["order"], filters.filters())
+        wanted |= set(
+            high.filter(tier=Proposal.Tier.HIGH).values_list("pk", flat=True)[: IdListField.MAX]
+        )
+    return list(chosen.filter(pk__in=wanted).defer(*backlog.HEAVY_ISSUE_FIELDS))
+
+
+def _bulk_waiting(request: HtmxHttpRequest, queue: Queue) -> list[int]:
+    """The writes of this user's last bulk acceptance in this queue that can still be undone."""
+    batch = request.session.get(BULK_UNDO)
+    if not isinstance(batch, dict) or batch.get("queue") != queue.slug:
+        return []
+    return list(
+        Write.objects.filter(
+            pk__in=batch.get("writes", []),
+            state=Write.State.QUEUED,
+            attempts=0,
+            due_at__gt=timezone.now(),
+        ).values_list("pk", flat=True)
+    )
+
+
+@require_GET
+def bulk_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Every change accepting the selected proposals would write, and one button to do it."""
+    queue = _get_queue(slug)
+    if not can_decide(request):
+        raise PermissionDenied("Only oncalls may decide.")
+    chosen = _bulk_selection(request, queue)
+    if chosen is None:
+        return HttpResponseBadRequest("Select pending issues of this queue to accept.")
+    context = {"queue": queue, "chosen": chosen, "order": _order(request)}
+    return render(request, "triage/bulk.html", context)
+
+
+@require_POST
+def bulk_accept(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    queue = _get_queue(slug)
+    if not can_decide(request):
+        raise PermissionDenied("Only oncalls may decide.")
+    chosen = _bulk_selection(request, queue)
+    if chosen is None:
+        return HttpResponseBadRequest("Select pending issues of this queue to accept.")
+    made = outbox.accept_all(chosen, request.user)
+    writes = [decision.write.pk for decision in made]
+    for write_id in writes:
+        send_write_on_commit(write_id)
+    request.session[BULK_UNDO] = {"queue": queue.slug, "writes": writes}
+    skipped = len(chosen) - len(made)
+    note = f" {skipped} had been decided meanwhile and were left as they were." if skipped else ""
+    messages.success(request, f"Accepted {len(made)} proposal{pluralize(len(made))}.{note}")
+    return redirect(f"{reverse('inbox', args=[queue.slug])}?order={_order(request)}")
+
+
+@require_POST
+def bulk_undo(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """One undo for the last bulk acceptance: every write still in its window is withdrawn."""
+    queue = _get_queue(slug)
+    if not can_decide(request):
+        raise PermissionDenied("Only oncalls may undo a decision.")
+    batch = request.session.pop(BULK_UNDO, None)
+    writes = batch.get("writes", []) if isinstance(batch, dict) else []
+    undone = sum(outbox.undo(write) for write in Write.objects.filter(pk__in=writes))
+    late = len(writes) - undone
+    messages.success(
+        request,
+        f"Undid {undone} acceptance{pluralize(undone)}."
+        + (f" {late} had already been sent to GitHub." if late else ""),
+    )
+    return redirect("inbox", slug=queue.slug)
+
+
 @require_GET
 def presence_ping(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """The issue page, still open, says so; the answer is who else has it open."""
@@ -171,6 +259,8 @@ def _inbox_context(
         "filter_query": urlencode(filter_query),
         "tier_counts": backlog.tier_counts(queue, chosen),
         "viewing": presence.others([p.pk for p in proposals], request.user.get_username()),
+        "can_decide": can_decide(request),
+        "bulk_undo": _bulk_waiting(request, queue),
         "vocabulary": sorted(loader.load(queue.rubric).vocabulary.allowed),
         "paged": after is not None,
         "next_cursor": last.pk if last is not None else None,

@@ -140,15 +140,23 @@ def test_edit_with_e_writes_exactly_the_edited_labels(
     page.keyboard.press("e")
 
     expect(panel).to_have_attribute("open", "")
-    label_input = panel.locator("input.label-input").first
+    label_input = panel.locator("input.chip-input")
     expect(label_input).to_be_focused()
+    # The proposal's labels are there as chips.
+    expect(panel.locator(".chips-editor .chip")).to_have_count(len(first.add_labels))
     # Typed letters that are also shortcuts (a, e, j, k, r, x) must go into the field.
     page.keyboard.type(added)
     expect(label_input).to_have_value(added)
+    page.keyboard.press("Enter")
+    expect(panel.locator(f'.chip[data-label="{added}"]')).to_have_count(1)
+    # Backspace in the empty field takes the last chip away; typing it again brings it back.
+    page.keyboard.press("Backspace")
+    expect(panel.locator(f'.chip[data-label="{added}"]')).to_have_count(0)
+    page.keyboard.type(added)
+    page.keyboard.press("Enter")
     _expect_issue(page, first)
-    proposed = panel.locator(f'input[type=checkbox][name=add][value="{dropped}"]')
-    expect(proposed).to_be_checked()
-    proposed.uncheck()
+    panel.get_by_role("button", name=f"Remove {dropped}").click()
+    expect(panel.locator(f'.chip[data-label="{dropped}"]')).to_have_count(0)
     panel.get_by_role("button", name="Approve edit").click()
 
     _expect_issue(page, second)
@@ -233,9 +241,10 @@ def test_an_edit_that_is_refused_shows_why_and_stays_on_the_issue(
     _expect_issue(page, first)
     page.keyboard.press("e")
     page.keyboard.type("module: inductr")  # a typo: not in the pt2 vocabulary
+    page.keyboard.press("Enter")  # adds it as a chip
 
     with page.expect_response(re.compile(rf"/p/{first.pk}/decide/")) as answer:
-        page.keyboard.press("Enter")
+        page.keyboard.press("Control+Enter")
 
     assert answer.value.status == 422
     first.refresh_from_db()
@@ -245,6 +254,8 @@ def test_an_edit_that_is_refused_shows_why_and_stays_on_the_issue(
     # the page stays as it was and the reviewer never learns why nothing happened.
     expect(page.locator("#decision-error")).to_contain_text("not in the PT2 vocabulary")
     expect(page.locator("#edit-panel")).to_have_attribute("open", "")
+    # What was typed is still there, as a chip, to be corrected.
+    expect(page.locator('#edit-panel .chip[data-label="module: inductr"]')).to_have_count(1)
     # Still on the issue's own address, which a reload can GET (not the POST-only /decide/).
     expect(page).to_have_url(_proposal_url(first))
 

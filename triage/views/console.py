@@ -383,16 +383,20 @@ def proposal_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     context = _issue_context(request, proposal, _order(request))
     pending = request.session.pop(PENDING_DECISION, None)
     if isinstance(pending, dict) and pending.get("proposal") == proposal.pk:
-        fields = pending.get("fields") or {}
-        context["draft"] = {
-            "kind": (fields.get("kind") or [""])[0],
-            "add": [label for label in fields.get("add", []) if label],
-            "remove": fields.get("remove", []),
-            "comment": (fields.get("comment") or [""])[0],
-            "close": bool(fields.get("close")),
-            "note": (fields.get("note") or [""])[0],
-        }
+        context["draft"] = _draft(pending.get("fields") or {})
     return render(request, "triage/issue.html", context)
+
+
+def _draft(fields: dict[str, list[str]]) -> dict[str, Any]:
+    """A decision form as it was filled in, to show it again."""
+    return {
+        "kind": (fields.get("kind") or [""])[0],
+        "add": [label for label in fields.get("add", []) if label],
+        "remove": fields.get("remove", []),
+        "comment": (fields.get("comment") or [""])[0],
+        "close": bool(fields.get("close")),
+        "note": (fields.get("note") or [""])[0],
+    }
 
 
 # A decision posted by a session that had ended waits here (in the new session) until the
@@ -461,7 +465,9 @@ def decide(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def _refused(
     request: HtmxHttpRequest, proposal: Proposal, order: str, reason: str, status: int
 ) -> HttpResponse:
-    context = _issue_context(request, proposal, order) | {"error": reason}
+    # The form comes back as it was filled in, to be corrected rather than typed again.
+    typed = {key: request.POST.getlist(key)[:20] for key in DECISION_FIELDS}
+    context = _issue_context(request, proposal, order) | {"error": reason, "draft": _draft(typed)}
     response = render(request, "triage/issue.html", context, status=status)
     # The page stays the issue's: the POST-only decide URL must not reach the address bar.
     return push_url(response, False) if request.htmx else response

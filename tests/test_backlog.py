@@ -251,3 +251,15 @@ def test_the_decided_list_pages(client, oncall, settings):
     assert [p.issue.number for p in second.context["rows"]] == [21]
     assert second.context["next_after"] is None
     assert client.get(url, {"after": "x"}).status_code == 400
+
+
+def test_an_issue_pending_in_another_queue_is_still_listed_as_decided_here(client, oncall):
+    from tests.factories import queue
+    from triage.proposing import propose
+
+    client.force_login(oncall)
+    both = make_proposal(number=31, labels=["oncall: pt2", "oncall: distributed"])
+    assert propose(both.issue, queue("distributed")) is not None
+    decide_now(both, "reject", oncall)
+    response = client.get(reverse("decided", args=["pt2"]))
+    assert [p.issue.number for p in response.context["rows"]] == [31]

@@ -14,7 +14,7 @@ from operator import or_
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from triage.models import Decision, Proposal, with_label
@@ -156,7 +156,15 @@ def decided_untriaged(queue: Queue, before: int | None = None) -> tuple[list[Pro
     size = settings.TRIAGE_PAGE_SIZE
     rows = (
         Proposal.objects.filter(queue=queue, status=Proposal.Status.DECIDED)
-        .exclude(issue__proposals__queue=queue, issue__proposals__status=Proposal.Status.PENDING)
+        # Back in the inbox (pending again in this queue): not listed here. One subquery, so
+        # that both conditions hold for the same proposal.
+        .exclude(
+            Exists(
+                Proposal.objects.filter(
+                    issue=OuterRef("issue"), queue=queue, status=Proposal.Status.PENDING
+                )
+            )
+        )
         .select_related("issue")
         .defer(*HEAVY_ISSUE_FIELDS)
         .prefetch_related(

@@ -166,8 +166,9 @@ def _store_comments(
             if number in wanted:
                 found.setdefault(number, []).append(comment)
     changed: set[int] = set()
+    issues = Issue.objects.in_bulk(list(waiting))
     for issue_id, one in waiting.items():
-        issue = Issue.objects.filter(pk=issue_id).first()
+        issue = issues.get(issue_id)
         if issue is None:
             continue
         comments = found.get(one.number, [])

@@ -45,6 +45,14 @@ def _get_queue(slug: str) -> Queue:
     return get_object_or_404(Queue, slug=slug)
 
 
+def _get_queue_to_decide(request: HtmxHttpRequest, slug: str) -> Queue:
+    """404 for a queue that does not exist, 403 for a user who may only read."""
+    queue = _get_queue(slug)
+    if not can_decide(request):
+        raise PermissionDenied("Only oncalls may decide.")
+    return queue
+
+
 def _get_proposal_to_decide(request: HtmxHttpRequest, pk: int) -> Proposal:
     """404 for a proposal that does not exist, 403 for a user who may only read."""
     proposal = get_object_or_404(Proposal.objects.select_related("issue", "queue"), pk=pk)
@@ -156,9 +164,7 @@ def _bulk_waiting(request: HtmxHttpRequest, queue: Queue) -> list[int]:
 @require_GET
 def bulk_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Every change accepting the selected proposals would write, and one button to do it."""
-    queue = _get_queue(slug)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may decide.")
+    queue = _get_queue_to_decide(request, slug)
     chosen = _bulk_selection(request, queue)
     if chosen is None:
         return HttpResponseBadRequest("Select pending issues of this queue to accept.")
@@ -168,9 +174,7 @@ def bulk_preview(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 @require_POST
 def bulk_accept(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    queue = _get_queue(slug)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may decide.")
+    queue = _get_queue_to_decide(request, slug)
     chosen = _bulk_selection(request, queue)
     if chosen is None:
         return HttpResponseBadRequest("Select pending issues of this queue to accept.")
@@ -188,9 +192,7 @@ def bulk_accept(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def bulk_undo(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """One undo for the last bulk acceptance: every write still in its window is withdrawn."""
-    queue = _get_queue(slug)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may undo a decision.")
+    queue = _get_queue_to_decide(request, slug)
     batch = request.session.pop(BULK_UNDO, None)
     writes = batch.get("writes", []) if isinstance(batch, dict) else []
     undone = sum(outbox.undo(write) for write in Write.objects.filter(pk__in=writes))

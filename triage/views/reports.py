@@ -9,16 +9,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import Q
 from django.http import HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from triage import charts, judging, reports
+from triage import backlog, charts, judging, reports
 from triage.forms import DrillDownPageForm
-from triage.models import Decision, Queue
+from triage.models import Queue, Verdict
 from triage.rubric import loader
 from triage.spreadsheets import safe_cell, streamed_csv
 from triage.tasks import recount_report
@@ -79,7 +78,11 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             period = reports.parse_period(request.GET, today)
         except reports.ReportInputError as exc:
             return _bad_request(str(exc))
-        header, rows = reports.table(reports.build(queue, period), name)
+        # The count the page shows, unless decisions came since: a download must be exact.
+        counted = reports.counted(queue, period)
+        if counted.behind:
+            counted = reports.recount(queue, period)
+        header, rows = reports.table(counted.report, name)
         filename = f"{queue.slug}-{name}-{period.start}-{period.end}.csv"
         return _csv_response(filename, header, rows)
     if fmt:
@@ -231,27 +234,24 @@ def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse | StreamingHt
         # Only a hand-edited address gets here: the report's links are well-formed.
         return _bad_request(str(exc))
     rubric = loader.load(queue.rubric)
-    matching = reports.judgements(queue, period, chosen)
     if fmt == "csv":
         filename = f"{queue.slug}-decisions-{period.start}-{period.end}.csv"
         rows = (
             _decision_row(judging.judge(decision, rubric))
-            for decision in matching.iterator(chunk_size=500)
+            for decision in reports.judgements(queue, period, chosen).iterator(chunk_size=500)
         )
         return streamed_csv(filename, DECISION_FIELDS, rows)
-    before = form.cleaned_data["before"]
+    matching = reports.matching(queue, period, chosen)
     page = matching
-    if before is not None:
-        last = Decision.objects.filter(pk=before).only("decided_at").first()
+    if form.cleaned_data["before"] is not None:
+        last = Verdict.objects.filter(pk=form.cleaned_data["before"]).only("decided_at").first()
         if last is None:
             return _bad_request("before names no decision.")
-        page = page.filter(
-            Q(decided_at__lt=last.decided_at) | Q(decided_at=last.decided_at, pk__lt=last.pk)
-        )
+        page = reports.before(matching, last)
     size = settings.TRIAGE_PAGE_SIZE
-    shown = list(page[: size + 1])
-    more = len(shown) > size
-    listed = [judging.judge(decision, rubric) for decision in shown[:size]]
+    ids = list(page.values_list("decision_id", flat=True)[: size + 1])
+    more = len(ids) > size
+    listed = [judging.judge(decision, rubric) for decision in reports.decisions_of(ids[:size])]
     filters = chosen.params()
     context = {
         "queue": queue,
@@ -259,8 +259,8 @@ def decisions(request: HtmxHttpRequest, slug: str) -> HttpResponse | StreamingHt
         "error": error,
         "chosen": chosen,
         "listed": listed,
-        "total": matching.count(),
-        "paged": before is not None,
+        "total": matching.values("pk")[: backlog.COUNT_UP_TO + 1].count(),
+        "paged": form.cleaned_data["before"] is not None,
         "next_before": listed[-1].decision.pk if more else None,
         "filter_params": filters,
         "page_query": urlencode(period.params() | filters),

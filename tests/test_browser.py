@@ -407,3 +407,30 @@ def test_bulk_accept_a_range_with_one_confirmation_and_one_undo(
 
     expect(page.locator("#inbox-body tbody tr")).to_have_count(3)
     assert all(standin.label_names(REPO, n) == ["oncall: pt2"] for n in NUMBERS)
+
+
+def test_x_selects_rows_from_the_keyboard(page: Page, proposals: dict[int, Proposal]) -> None:
+    log_in(page)
+    page.goto("/q/pt2/")
+    boxes = page.locator("#inbox-body input.select")
+    rows = page.locator("#inbox-body tbody tr")
+    expect(boxes).to_have_count(3)
+    settled(page)
+
+    page.keyboard.press("x")
+    expect(boxes.nth(0)).to_be_checked()
+    expect(rows.nth(1)).to_have_class(re.compile("current"))
+    # A click moves the current row too: x goes on after the row clicked.
+    boxes.nth(0).click()
+    expect(boxes.nth(0)).not_to_be_checked()
+    page.keyboard.press("x")
+    expect(boxes.nth(1)).to_be_checked()
+    page.keyboard.press("x")
+    expect(boxes.nth(2)).to_be_checked()
+    # At the last row x stays there: pressed again, it unselects that row.
+    page.keyboard.press("x")
+    expect(boxes.nth(2)).not_to_be_checked()
+    page.keyboard.press("x")
+
+    page.get_by_role("button", name="Preview accepting the selected").click()
+    expect(page.locator("table.bulk tbody tr")).to_have_count(2)

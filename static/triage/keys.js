@@ -8,7 +8,10 @@ let prefixTimer = 0;
 
 document.addEventListener("keydown", (event) => {
   const target = event.target;
-  const typing = target instanceof Element && target.closest("input, textarea, select, [contenteditable]");
+  // A checkbox just clicked has the focus but takes no text: keys still work there.
+  const typing =
+    target instanceof Element &&
+    target.closest("textarea, select, [contenteditable], input:not([type=checkbox]):not([type=radio])");
   if (typing && event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
     // A note or a reason is sent without reaching for the mouse.
     const form = target.closest("form");
@@ -32,6 +35,10 @@ document.addEventListener("keydown", (event) => {
     event.preventDefault();
     return;
   }
+  if (key === "x" && toggleCurrentRow()) {
+    event.preventDefault();
+    return;
+  }
   const element = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
   if (!element) return;
   event.preventDefault();
@@ -52,13 +59,52 @@ document.addEventListener("keydown", (event) => {
 
 // Shift-click on a row's checkbox selects every row between it and the one clicked before.
 let lastChecked = null;
-document.addEventListener("click", (event) => {
-  const box = event.target;
-  if (!(box instanceof HTMLInputElement) || !box.classList.contains("select")) return;
+
+function check(box, range) {
   const boxes = [...document.querySelectorAll("input.select")];
-  if (event.shiftKey && lastChecked && boxes.includes(lastChecked)) {
+  if (range && lastChecked && boxes.includes(lastChecked)) {
     const [from, to] = [boxes.indexOf(lastChecked), boxes.indexOf(box)].sort((a, b) => a - b);
     for (const other of boxes.slice(from, to + 1)) other.checked = box.checked;
   }
   lastChecked = box;
+}
+
+document.addEventListener("click", (event) => {
+  const box = event.target;
+  if (!(box instanceof HTMLInputElement) || !box.classList.contains("select")) return;
+  check(box, event.shiftKey);
+  moveAfter(box);
 });
+
+// In the inbox, "x" selects (or unselects) the current row, the first at the start, and moves to
+// the next, as in Gmail; a click on a checkbox moves there too. The current row is kept by
+// proposal, so the list's polling, which redraws the rows, does not lose it.
+let currentRow = "";
+
+function markCurrent(value) {
+  currentRow = value;
+  for (const row of document.querySelectorAll("tr.current")) row.classList.remove("current");
+  const box = value && document.querySelector(`input.select[value="${CSS.escape(value)}"]`);
+  if (box) {
+    const row = box.closest("tr");
+    row.classList.add("current");
+    row.scrollIntoView({ block: "nearest" });
+  }
+}
+
+function moveAfter(box) {
+  const boxes = [...document.querySelectorAll("input.select")];
+  markCurrent((boxes[boxes.indexOf(box) + 1] || box).value);
+}
+
+function toggleCurrentRow() {
+  const boxes = [...document.querySelectorAll("input.select")];
+  if (!boxes.length) return false;
+  const box = boxes.find((candidate) => candidate.value === currentRow) || boxes[0];
+  box.checked = !box.checked;
+  lastChecked = box;
+  moveAfter(box);
+  return true;
+}
+
+document.addEventListener("htmx:afterSwap", () => markCurrent(currentRow));

@@ -99,10 +99,14 @@ def browser() -> Iterator[Browser]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
-@pytest.fixture
-def page(browser: Browser, live_server: Any) -> Iterator[Page]:
+# Every browser test runs on a laptop's screen and on a phone's.
+SCREENS = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+
+
+@pytest.fixture(params=list(SCREENS))
+def page(request: pytest.FixtureRequest, browser: Browser, live_server: Any) -> Iterator[Page]:
     """A fresh tab on the live server; any JavaScript error on the page fails the test."""
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
+    context = browser.new_context(base_url=live_server.url, viewport=SCREENS[request.param])
     context.set_default_timeout(TIMEOUT_MS)
     tab = context.new_page()
     errors: list[str] = []

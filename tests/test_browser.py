@@ -434,3 +434,36 @@ def test_x_selects_rows_from_the_keyboard(page: Page, proposals: dict[int, Propo
 
     page.get_by_role("button", name="Preview accepting the selected").click()
     expect(page.locator("table.bulk tbody tr")).to_have_count(2)
+
+
+def test_two_oncalls_see_each_other_and_who_decided_first(
+    page: Page, browser: Any, live_server: Any, proposals: dict[int, Proposal]
+) -> None:
+    from tests.factories import make_user
+
+    make_user("alice", oncall=True)
+    shared = proposals[NUMBERS[0]]
+    log_in(page)
+    page.goto(f"/p/{shared.pk}/")
+    _expect_issue(page, shared)
+
+    size = page.viewport_size
+    assert size is not None
+    other = browser.new_context(base_url=live_server.url, viewport=size)
+    alice = other.new_page()
+    try:
+        log_in(alice, "alice")
+        alice.goto("/q/pt2/")
+        expect(alice.locator(f"#select-{shared.pk}").locator("xpath=../..")).to_contain_text(
+            "👀 oncall"
+        )
+        alice.goto(f"/p/{shared.pk}/")
+        expect(alice.locator("#presence")).to_contain_text("Also open: oncall")
+        settled(alice)
+        alice.keyboard.press("a")
+        expect(alice).not_to_have_url(_proposal_url(shared))
+    finally:
+        other.close()
+
+    page.reload()
+    expect(page.locator("#decided-by-another")).to_contain_text("alice accepted this")

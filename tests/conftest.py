@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from django.conf import settings as django_settings
 from django.core.cache import cache
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import ViewportSize, sync_playwright
 
 from console.celery import app as celery_app
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
@@ -100,7 +100,10 @@ def browser() -> Iterator[Browser]:
 
 
 # Every browser test runs on a laptop's screen and on a phone's.
-SCREENS = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+SCREENS = {
+    "laptop": ViewportSize(width=1280, height=800),
+    "phone": ViewportSize(width=390, height=844),
+}
 
 
 @pytest.fixture(params=list(SCREENS))

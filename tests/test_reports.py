@@ -673,6 +673,7 @@ def test_an_unknown_queue_is_404(client, viewer):
 def count_queries(client, name, **params):
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse(name, args=["pt2"]), RANGE | params)
+
     assert response.status_code == 200
     on_decisions = [q for q in queries if 'FROM "triage_decision"' in q["sql"]]
     return len(queries), len(on_decisions)
@@ -695,8 +696,18 @@ def test_the_pages_run_a_constant_number_of_queries(client, viewer, oncall):
     assert small == large
     # The tables are counted over verdicts: no decision is read.
     assert large[1] == 0
-    # The backtest, loaded after the page, reads the latest decisions in one query.
-    assert small_backtest == count_queries(client, "report", backtest="1")
+    # The backtest, loaded after the page, reads the latest decisions in one query; each label
+    # swap it suggests (at most tuning.SWAPS_SHOWN) reads its two sides' issues.
+    swaps = (
+        client.get(reverse("report", args=["pt2"]), RANGE | {"backtest": "1"})
+        .context["suggestions"]
+        .swaps
+    )
+    assert len(swaps) == 2
+    assert count_queries(client, "report", backtest="1") == (
+        small_backtest[0] + 2 * len(swaps),
+        small_backtest[1] + 2 * len(swaps),
+    )
     assert small_backtest[1] == 1
     assert small_drill == count_queries(client, "report-decisions", kind="accepted")
     # The page and the count are found among the verdicts; the decisions shown, in one query.

@@ -615,6 +615,8 @@ class WhatWouldChange:
     fixed: list[Judgement]
     broken: list[Judgement]
     rubric_versions_seen: list[str]
+    # What was scored: the issue of each decision above, as `backtest` takes it.
+    cases: list[backtest.Case] = field(repr=False, default_factory=list)
 
 
 def recorded_draft(proposal: Proposal) -> engine.Draft:
@@ -690,4 +692,5 @@ def what_would_change(report: Report) -> WhatWouldChange:
         fixed=fixed,
         broken=broken,
         rubric_versions_seen=sorted({j.proposal.rubric_version for j in chosen}),
+        cases=cases,
     )

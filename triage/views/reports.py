@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from triage import backlog, charts, judging, reports
+from triage import backlog, charts, judging, reports, tuning
 from triage.forms import DrillDownPageForm
 from triage.models import Queue, Verdict
 from triage.rubric import loader
@@ -94,8 +94,11 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     built = counted.report
     # Rerunning the rules on every issue's text takes long: the page comes first, then this.
     changes = reports.what_would_change(built) if "backtest" in request.GET else None
+    suggestions = None
+    if changes is not None:
+        suggestions = tuning.measure(built, tuning.suggest(built), changes.cases)
     if changes is not None and request.htmx:
-        context = {"queue": queue, "report": built, "changes": changes}
+        context = {"queue": queue, "report": built, "changes": changes, "suggestions": suggestions}
         return render(request, "triage/report.html#what-would-change", context)
     context = {
         "queue": queue,
@@ -104,6 +107,7 @@ def report(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "report": built,
         "counted": counted,
         "changes": changes,
+        "suggestions": suggestions,
         "range_query": urlencode(period.params()),
         "presets": [
             (days, urlencode(reports.Period.ending(today, days).params()))

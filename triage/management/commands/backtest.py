@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from triage import backtest, proposing
+from triage import backtest, proposing, tuning
 from triage.models import Queue
 from triage.rubric import engine, loader
 
@@ -40,6 +40,21 @@ class Command(BaseCommand):
             "a workflow label the history does not carry",
         )
         parser.add_argument(
+            "--retire",
+            action="append",
+            default=[],
+            metavar="RULE",
+            help="score the rubric without this rule (repeatable), as the report suggests",
+        )
+        parser.add_argument(
+            "--set-confidence",
+            action="append",
+            default=[],
+            metavar="RULE=VALUE",
+            help="score the rubric with this rule's confidence (repeatable); "
+            "`completion` names the completion",
+        )
+        parser.add_argument(
             "--proposer",
             choices=[choice.value for choice in Queue.Proposer],
             default=Queue.Proposer.RULES,
@@ -68,7 +83,13 @@ class Command(BaseCommand):
                 cases = list(backtest.cases_from_file(path, queue))
             except backtest.BacktestInputError as exc:
                 raise CommandError(str(exc)) from None
-        rubric = loader.load(queue.rubric)
+        try:
+            edits = [tuning.Edit(rule, retire=True) for rule in options["retire"]] + [
+                tuning.parse_confidence(value) for value in options["set_confidence"]
+            ]
+            rubric = tuning.edited(loader.load(queue.rubric), edits)
+        except tuning.EditError as exc:
+            raise CommandError(str(exc)) from None
         proposer = options["proposer"]
         propose: Callable[[Rubric, IssueInput], Draft] = engine.propose
         if proposer != Queue.Proposer.RULES:

@@ -139,23 +139,26 @@ def populate(
         Proposal.objects.filter(status="pending").order_by("?").values_list("pk", flat=True)
     )
     kinds = ("accept", "accept", "edit", "escalate", "reject")
-    for pk in pending[:decisions]:
-        proposal = Proposal.objects.select_related("issue", "queue").get(pk=pk)
-        kind = rng.choice(kinds)
-        add = [] if kind == "reject" else list(proposal.add_labels)
-        if kind == "edit":
-            add = [*add[1:], "module: inductor"]
+    chosen = pending[:decisions]
+    for at in range(0, len(chosen), 200):
+        # A commit per 200 decisions: setting up is not what this measures.
         with transaction.atomic():
-            outbox.decide(
-                proposal,
-                kind=kind,
-                user=user,
-                add_labels=add,
-                remove_labels=[],
-                comment_body="",
-                close=False,
-                note="bench",
-            )
+            for pk in chosen[at : at + 200]:
+                proposal = Proposal.objects.select_related("issue", "queue").get(pk=pk)
+                kind = rng.choice(kinds)
+                add = [] if kind == "reject" else list(proposal.add_labels)
+                if kind == "edit":
+                    add = [*add[1:], "module: inductor"]
+                outbox.decide(
+                    proposal,
+                    kind=kind,
+                    user=user,
+                    add_labels=add,
+                    remove_labels=[],
+                    comment_body="",
+                    close=False,
+                    note="bench",
+                )
     deciding_s = time.perf_counter() - started
     return {
         "workers": workers,
@@ -400,6 +403,14 @@ def main() -> None:
     parser.add_argument(
         "--workers", action="store_true", help="also propose with real Celery workers (REDIS_URL)"
     )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the generated database for a later --reuse"
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="time the pages again on the database a --keep run left (migrated, not regenerated)",
+    )
     args = parser.parse_args()
 
     import django
@@ -415,7 +426,7 @@ def main() -> None:
         sys.exit("DATABASE_URL must name a PostgreSQL server.")
     setup_test_environment()
     settings.ALLOWED_HOSTS = ["testserver"]
-    name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=args.reuse)
     try:
         db = settings.DATABASES["default"]
         database_url = (
@@ -423,8 +434,12 @@ def main() -> None:
         )
         if args.workers and not settings.CELERY_BROKER_URL.startswith("redis"):
             sys.exit("--workers needs REDIS_URL: the workers take their tasks from Redis.")
-        figures = populate(
-            args.issues, args.decisions, args.seed, database_url, with_workers=args.workers
+        figures = (
+            None
+            if args.reuse
+            else populate(
+                args.issues, args.decisions, args.seed, database_url, with_workers=args.workers
+            )
         )
         from triage.models import Decision, Issue, Proposal
 
@@ -453,56 +468,61 @@ def main() -> None:
         results = {page: time_page(client, url, args.repeat) for page, url in pages.items()}
         plans = {page: explain(result.pop("slowest_sql")) for page, result in results.items()}
         results["report, 90 days, counted afresh"] = time_recount(args.repeat)
-        synced = time_sync(args.sync_issues, args.seed)
+        # A --keep run measured the sync; its queue is still there.
+        synced = None if args.reuse else time_sync(args.sync_issues, args.seed)
     finally:
         if args.workers:
             from console.celery import app
 
             app.control.purge()  # the writes of the decisions: no GitHub to send them to
-        connection.creation.destroy_test_db(name, verbosity=0)
+        if args.keep or args.reuse:
+            print(f"kept the database {name} for --reuse")
+        else:
+            connection.creation.destroy_test_db(name, verbosity=0)
 
-    print(f"{args.issues} issues, {figures['proposals']} proposals, {args.decisions} decisions")
+    if figures is not None:
+        print(f"{args.issues} issues, {figures['proposals']} proposals, {args.decisions} decisions")
     print(f"{'page':28} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'bytes':>10} {'peak MB':>8}")
     for page, r in results.items():
         print(
             f"{page:28} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['queries']:8d} "
             f"{r['bytes']:10d} {r['peak_mb']:8.1f}"
         )
-    print(
-        f"import_issues {figures['import_mb']:.0f} MB at {figures['issues_per_s']:.0f} issues/s "
-        f"({'proposals enqueued' if args.workers else 'proposing in-process'}) in "
-        f"{figures['import_rss_mb']:.0f} MB RSS; proposing "
-        f"{figures['proposals_per_s']:.0f} proposals/s in one process, deciding "
-        f"{figures['decisions_per_s']:.0f} decisions/s"
-    )
-    if figures["workers"]:
-        w = figures["workers"]
+    summary: dict[str, Any] = {"pages": results}
+    if figures is not None:
         print(
-            f"celery worker --concurrency={w['concurrency']}: {w['proposals_per_s']} proposals/s,"
-            f" RSS first/last/peak {w['rss_mb_first_last_peak']} MB"
+            f"import_issues {figures['import_mb']:.0f} MB at {figures['issues_per_s']:.0f} "
+            f"issues/s ({'proposals enqueued' if args.workers else 'proposing in-process'}) in "
+            f"{figures['import_rss_mb']:.0f} MB RSS; proposing "
+            f"{figures['proposals_per_s']:.0f} proposals/s in one process, deciding "
+            f"{figures['decisions_per_s']:.0f} decisions/s"
         )
+        if figures["workers"]:
+            w = figures["workers"]
+            print(
+                f"celery worker --concurrency={w['concurrency']}: {w['proposals_per_s']} "
+                f"proposals/s, RSS first/last/peak {w['rss_mb_first_last_peak']} MB"
+            )
+        summary |= {
+            "import": {
+                "issues_per_s": round(figures["issues_per_s"]),
+                "peak_rss_mb": round(figures["import_rss_mb"]),
+            },
+            "workers": figures["workers"],
+            "proposals_per_s": round(figures["proposals_per_s"]),
+        }
     print("the slowest query of each page, by EXPLAIN ANALYZE:")
     for page, plan in plans.items():
         print(f"  {page:28} {plan}")
-    print(
-        f"first sync of {synced['issues']} issues: {synced['first_sync_requests']} requests in "
-        f"{synced['first_sync_s']} s; an unchanged poll: {synced['unchanged_poll_requests']} "
-        f"request(s), {synced['unchanged_poll_not_modified']} answered 304"
-    )
-    print(
-        json.dumps(
-            {
-                "pages": results,
-                "import": {
-                    "issues_per_s": round(figures["issues_per_s"]),
-                    "peak_rss_mb": round(figures["import_rss_mb"]),
-                },
-                "sync": synced,
-                "workers": figures["workers"],
-                "proposals_per_s": round(figures["proposals_per_s"]),
-            }
+    if synced is not None:
+        print(
+            f"first sync of {synced['issues']} issues: {synced['first_sync_requests']} requests "
+            f"in {synced['first_sync_s']} s; an unchanged poll: "
+            f"{synced['unchanged_poll_requests']} request(s), "
+            f"{synced['unchanged_poll_not_modified']} answered 304"
         )
-    )
+        summary["sync"] = synced
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

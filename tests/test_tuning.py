@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -182,10 +183,11 @@ def test_backtest_scores_the_rubric_with_an_edit(oncall):
     for number in range(1, 4):
         decide(make_proposal(number=number), oncall, "reject", WEEK_45)
 
-    def run(*args: str) -> dict:
+    def run(*args: str) -> dict[str, Any]:
         out = io.StringIO()
         call_command("backtest", "--queue", "pt2", "--from-history", "--json", *args, stdout=out)
-        return json.loads(out.getvalue())
+        answer: dict[str, Any] = json.loads(out.getvalue())
+        return answer
 
     as_is = run()
     retired = run("--retire", "pt2-graph-break")

@@ -263,3 +263,18 @@ def test_an_issue_pending_in_another_queue_is_still_listed_as_decided_here(clien
     decide_now(both, "reject", oncall)
     response = client.get(reverse("decided", args=["pt2"]))
     assert [p.issue.number for p in response.context["rows"]] == [31]
+
+
+def test_a_page_reads_only_what_its_rows_show(client, oncall):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    make_proposal(number=1, body="x" * 10_000)
+    client.force_login(oncall)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("inbox", args=["pt2"]))
+    assert response.status_code == 200
+    page = next(q["sql"] for q in queries if '"triage_issue"."title"' in q["sql"])
+    # A proposal's citations and rationale and the issue's text are for the issue page.
+    for heavy in ('"citations"', '"rationale"', '"triage_issue"."body"', '"comments"'):
+        assert heavy not in page

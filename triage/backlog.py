@@ -30,6 +30,24 @@ ORDERS: dict[str, tuple[tuple[str, bool], ...]] = {
 DEFAULT_ORDER = "newest"
 # The inbox lists many issues: never load their bodies and comments, which can be megabytes.
 HEAVY_ISSUE_FIELDS = ("issue__body", "issue__comments")
+# What an inbox row shows: a proposal's citations, rationale and the issue's text stay behind.
+ROW_FIELDS = (
+    "queue_id",
+    "status",
+    "tier",
+    "score",
+    "add_labels",
+    "remove_labels",
+    "comment_template",
+    "comment_body",
+    "close",
+    "issue_created_at",
+    "created_at",
+    "issue__number",
+    "issue__title",
+    "issue__created_at",
+    "issue__repository",
+)
 
 
 def _order_by(order: str, *, reverse: bool = False) -> list[str]:
@@ -107,7 +125,7 @@ def page(
     queue: Queue, order: str, after: Proposal | None = None, chosen: Filters | None = None
 ) -> tuple[list[Proposal], Proposal | None]:
     """A page of pending proposals (after `after`), and the last one if more follow."""
-    rows = pending(queue, order, chosen).select_related("issue").defer(*HEAVY_ISSUE_FIELDS)
+    rows = pending(queue, order, chosen).select_related("issue").only(*ROW_FIELDS)
     if after is not None:
         rows = rows.filter(_beyond(order, after))
     size = settings.TRIAGE_PAGE_SIZE

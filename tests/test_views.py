@@ -304,19 +304,37 @@ def test_history_shows_proposals_decisions_and_the_difference(client, oncall, pr
 def test_exports_carry_every_decision(client, oncall, proposal):
     client.force_login(oncall)
     decide(client, proposal, kind="escalate", note="crash in HF model")
+    rejected = make_proposal(number=4243)
+    decide(client, rejected, kind="reject", note="not a bug")
     body = b"".join(client.get("/decisions.jsonl").streaming_content).decode()
     rows = [json.loads(line) for line in body.splitlines()]
-    assert len(rows) == 1
-    assert rows[0]["kind"] == "escalate"
-    assert rows[0]["issue_number"] == 4242
-    assert rows[0]["proposed_add"] == proposal.add_labels
+    assert len(rows) == 2
+    escalated = Decision.objects.get(proposal=proposal)
+    assert rows[0] == rows[0] | {
+        "decision_id": escalated.pk,
+        "decided_at": escalated.decided_at.isoformat(),
+        "decided_by": "oncall",
+        "kind": "escalate",
+        "queue": "pt2",
+        "repository": proposal.issue.repository,
+        "issue_number": 4242,
+        "proposal_id": proposal.pk,
+        "proposal_tier": proposal.tier,
+        "proposed_add": proposal.add_labels,
+        "note": "crash in HF model",
+        "write_state": "queued",
+    }
     assert "triage review" in rows[0]["approved_add"]
+    # A rejection writes nothing.
+    assert rows[1] | {"write_state": "", "write_sent": {}} == rows[1]
+    assert rows[1]["kind"] == "reject"
 
     text = b"".join(client.get("/decisions.csv").streaming_content).decode()
     table = list(csv.DictReader(io.StringIO(text)))
-    assert len(table) == 1
+    assert len(table) == 2
     assert table[0]["note"] == "crash in HF model"
     assert table[0]["write_state"] == "queued"
+    assert table[1]["write_state"] == ""
 
 
 def test_sync_button_enqueues_a_sync(client, oncall, standin):

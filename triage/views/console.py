@@ -595,40 +595,46 @@ EXPORT_FIELDS = [
 ]
 
 
+# Where each exported field is read: plain values, as building six model instances a row cost
+# more than the rest of the export.
+EXPORT_SOURCES = {
+    "decision_id": "pk",
+    "decided_at": "decided_at",
+    "decided_by": "decided_by__username",
+    "kind": "kind",
+    "queue": "proposal__queue__slug",
+    "repository": "proposal__issue__repository",
+    "issue_number": "proposal__issue__number",
+    "proposal_id": "proposal_id",
+    "proposer": "proposal__proposer",
+    "proposer_version": "proposal__proposer_version",
+    "rubric_version": "proposal__rubric_version",
+    "proposal_tier": "proposal__tier",
+    "proposal_score": "proposal__score",
+    "proposed_add": "proposal__add_labels",
+    "proposed_remove": "proposal__remove_labels",
+    "proposed_comment": "proposal__comment_body",
+    "approved_add": "add_labels",
+    "approved_remove": "remove_labels",
+    "approved_comment": "comment_body",
+    "close": "close",
+    "note": "note",
+    "write_state": "write__state",
+    "write_sent": "write__sent",
+}
+
+
 def _export_rows() -> Iterator[dict[str, Any]]:
-    decisions = (
-        Decision.objects.select_related("proposal__queue", "proposal__issue", "decided_by", "write")
-        .defer("proposal__issue__body", "proposal__issue__comments")
-        .order_by("decided_at", "pk")
+    rows = Decision.objects.order_by("decided_at", "pk").values_list(
+        *(EXPORT_SOURCES[field] for field in EXPORT_FIELDS)
     )
-    for decision in decisions.iterator(chunk_size=500):
-        proposal = decision.proposal
-        write = getattr(decision, "write", None)
-        yield {
-            "decision_id": decision.pk,
-            "decided_at": decision.decided_at.isoformat(),
-            "decided_by": decision.decided_by.get_username(),
-            "kind": decision.kind,
-            "queue": proposal.queue.slug,
-            "repository": proposal.issue.repository,
-            "issue_number": proposal.issue.number,
-            "proposal_id": proposal.pk,
-            "proposer": proposal.proposer,
-            "proposer_version": proposal.proposer_version,
-            "rubric_version": proposal.rubric_version,
-            "proposal_tier": proposal.tier,
-            "proposal_score": proposal.score,
-            "proposed_add": proposal.add_labels,
-            "proposed_remove": proposal.remove_labels,
-            "proposed_comment": proposal.comment_body,
-            "approved_add": decision.add_labels,
-            "approved_remove": decision.remove_labels,
-            "approved_comment": decision.comment_body,
-            "close": decision.close,
-            "note": decision.note,
-            "write_state": write.state if write else "",
-            "write_sent": write.sent if write else {},
-        }
+    for values in rows.iterator(chunk_size=2000):
+        row = dict(zip(EXPORT_FIELDS, values, strict=True))
+        row["decided_at"] = row["decided_at"].isoformat()
+        # A decision without a write (a rejection) exports an empty state.
+        row["write_state"] = row["write_state"] or ""
+        row["write_sent"] = row["write_sent"] or {}
+        yield row
 
 
 @require_GET

@@ -9,6 +9,7 @@ import pytest
 import requests
 from allauth.socialaccount.models import SocialAccount
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from tests.factories import make_proposal, queue
@@ -164,3 +165,11 @@ def test_an_inactive_user_back_in_the_organisation_signs_in_again(client, github
     assert sign_in(client, github, "octo-oncall").status_code == 302
     user.refresh_from_db()
     assert user.is_active
+
+
+@pytest.mark.parametrize("team", ["pt2-oncall", "pytorch/", "pytorch/pt2 oncall", "a/b/c"])
+def test_a_queue_names_its_team_as_organisation_slash_slug(db, team):
+    pt2 = queue("pt2")
+    pt2.github_team = team
+    with pytest.raises(ValidationError, match="organisation/team-slug"):
+        pt2.full_clean()

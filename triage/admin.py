@@ -7,7 +7,7 @@ from triage.models import Decision, Issue, Meeting, Proposal, Queue, Write
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin[Queue]):
-    list_display = ["slug", "name", "repository", "rubric", "sync_state", "sync_cursor"]
+    list_display = ["slug", "name", "repository", "github_team", "deciders", "sync_state"]
     readonly_fields = [
         "sync_state",
         "sync_started_at",

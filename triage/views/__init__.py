@@ -13,4 +13,3 @@ if TYPE_CHECKING:
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-

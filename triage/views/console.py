@@ -330,7 +330,8 @@ def _spend(queue: Queue) -> dict[str, Decimal]:
 @require_GET
 def sync_status(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    return render(request, "triage/inbox.html#sync-status", {"queue": queue})
+    context = {"queue": queue, "can_decide": may_decide(request.user, queue)}
+    return render(request, "triage/inbox.html#sync-status", context)
 
 
 @require_POST
@@ -341,7 +342,8 @@ def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     sync_queue.delay_on_commit(queue.pk)
     if request.htmx:
         queue.refresh_from_db()
-        return render(request, "triage/inbox.html#sync-status", {"queue": queue, "requested": True})
+        context = {"queue": queue, "requested": True, "can_decide": True}
+        return render(request, "triage/inbox.html#sync-status", context)
     return redirect("inbox", slug=queue.slug)
 
 

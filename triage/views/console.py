@@ -34,6 +34,7 @@ from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, Rotation
 from triage.proposing import spent_today
 from triage.roles import decides_somewhere, may_decide
 from triage.rubric import loader
+from triage.signin.handles import handle
 from triage.spreadsheets import streamed_csv
 from triage.tasks import add_escalation_to_agenda, send_write_on_commit, sync_queue
 
@@ -311,11 +312,13 @@ def _week_context(
     on_duty = RotationWeek.objects.filter(
         queue=queue, week_start=rotation.current_week(), oncall_id=request.user.pk
     ).first()
+    handoff = rotation.take_handoff(queue, request.user) if on_duty else None
     return {
         "carried": carried,
         "stale": rotation.stale(queue, proposals),
         "on_duty": on_duty,
-        "handoff": rotation.take_handoff(queue, request.user) if on_duty else None,
+        "handoff": handoff,
+        "handoff_from": handle(handoff.oncall) if handoff is not None else "",
     }
 
 

@@ -91,6 +91,20 @@ def test_an_organisation_member_outside_the_team_signs_in_to_read(client, github
     assert client.post(reverse("decide", args=[proposal.pk]), {"kind": "accept"}).status_code == 403
 
 
+def test_a_code_is_good_once(client, github, db):
+    github.add_member(ORG, "octo-oncall")
+    github.sign_in_as("octo-oncall")
+    started = client.post(reverse("github_login"))
+    back = requests.get(started["Location"], allow_redirects=False, timeout=10).headers["Location"]
+    assert client.get(back).status_code == 302
+    client.logout()
+    # The same callback again (a replayed or leaked URL): its state and its code are spent.
+    replayed = client.get(back)
+    assert replayed.status_code == 401
+    assert b"Signing in with GitHub did not work" in replayed.content
+    assert client.get(reverse("home")).status_code == 302
+
+
 def test_an_outsider_is_refused_with_the_reason(client, github, db):
     refused = sign_in(client, github, "stranger")
     assert refused.status_code == 403

@@ -1297,10 +1297,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--webhook-secret", default="", help="the secret deliveries are signed with"
     )
+    parser.add_argument(
+        "--oauth-user",
+        metavar="LOGIN",
+        help="the account 'Sign in with GitHub' signs in (without it, the user declines)",
+    )
+    parser.add_argument(
+        "--member",
+        action="append",
+        default=[],
+        metavar="ORG:LOGIN[:TEAM,...]",
+        help="a member of an organisation, and of its teams by slug (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     standin = GitHubStandIn(host=args.host, port=args.port, token=args.token)
     standin.add_repo(args.repo)
+    for member in args.member:
+        org, _, rest = member.partition(":")
+        login, _, teams = rest.partition(":")
+        if not org or not login:
+            parser.error(f"--member wants ORG:LOGIN[:TEAM,...], got {member!r}")
+        standin.add_member(org, login, [team for team in teams.split(",") if team])
+    standin.sign_in_as(args.oauth_user)
     loaded = sum(standin.load_jsonl(args.repo, seed) for seed in args.seed)
     standin.start()
     if args.webhook_url:

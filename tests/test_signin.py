@@ -3,6 +3,10 @@ by hand, allauth exchanges the code and asks about the user over real HTTP."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -187,3 +191,26 @@ def test_a_queue_names_its_team_as_organisation_slash_slug(db, team):
     pt2.github_team = team
     with pytest.raises(ValidationError, match="organisation/team-slug"):
         pt2.full_clean()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"GITHUB_OAUTH_CLIENT_ID": "abc"}, "set together or not at all"),
+        ({"GITHUB_OAUTH_CLIENT_SECRET": "abc"}, "set together or not at all"),
+        ({"GITHUB_ORG": "py torch"}, "GITHUB_ORG must be"),
+        ({"GITHUB_WEB_URL": "github.example.com"}, "GITHUB_WEB_URL must be an http(s) URL"),
+        ({"GITHUB_API_URL": "https://api.github.com/?x=1"}, "GITHUB_API_URL must be"),
+    ],
+)
+def test_sign_in_settings_are_parsed_strictly(env, message):
+    result = subprocess.run(
+        [sys.executable, "-c", "import console.settings"],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={"PATH": os.environ.get("PATH", ""), "DEBUG": "1"} | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "ImproperlyConfigured" in result.stderr and message in result.stderr

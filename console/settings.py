@@ -255,6 +255,9 @@ if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", GITHUB_ORG):
     raise ImproperlyConfigured(
         f"GITHUB_ORG must be a GitHub organisation's login, got {GITHUB_ORG!r}"
     )
+if GITHUB_OAUTH_CLIENT_ID:
+    # "Sign in with GitHub" posts here and is redirected to GitHub: form-action covers redirects.
+    SECURE_CSP["form-action"] = [CSP.SELF, GITHUB_WEB_URL]
 SOCIALACCOUNT_ADAPTER = "triage.signin.adapter.SignInAdapter"
 SOCIALACCOUNT_PROVIDERS: dict[str, dict[str, object]] = {
     "github": {

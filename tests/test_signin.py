@@ -214,3 +214,26 @@ def test_sign_in_settings_are_parsed_strictly(env, message):
     )
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr and message in result.stderr
+
+
+def test_with_an_oauth_app_forms_may_lead_to_github_and_nowhere_else():
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from console import settings; print(*settings.SECURE_CSP['form-action'])",
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            "DEBUG": "1",
+            "GITHUB_OAUTH_CLIENT_ID": "id",
+            "GITHUB_OAUTH_CLIENT_SECRET": "secret",
+            "GITHUB_WEB_URL": "https://github.example.com",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["'self'", "https://github.example.com"]

@@ -31,6 +31,7 @@ def github(standin, settings, db):
     pt2 queue decided by the team pytorch/pt2-oncall."""
     settings.GITHUB_WEB_URL = standin.url
     settings.GITHUB_ORG = ORG
+    settings.GITHUB_TOKEN = "console-token"
     settings.SOCIALACCOUNT_PROVIDERS = {
         "github": {
             **settings.SOCIALACCOUNT_PROVIDERS["github"],
@@ -171,6 +172,37 @@ def test_recheck_keeps_what_was_stored_while_github_is_down(client, github, db):
     with pytest.raises(membership.MembershipUnknown):
         membership.recheck_all()
     assert may_decide(user, queue("pt2"))
+
+
+def test_recheck_with_a_token_that_cannot_see_the_members_changes_nothing(client, github, db):
+    github.add_member(ORG, "octo-oncall", teams=["pt2-oncall"])
+    sign_in(client, github, "octo-oncall")
+    user = get_user_model().objects.get(socialaccount__uid__isnull=False)
+    # GitHub's answer to a token whose account is not of the organisation: see the public list.
+    github.inject("GET", rf"^/orgs/{ORG}/members/", status=302)
+    with pytest.raises(membership.MembershipUnknown):
+        membership.recheck_all()
+    user.refresh_from_db()
+    assert user.is_active and may_decide(user, queue("pt2"))
+
+
+def test_recheck_without_a_token_asks_nothing_and_changes_nothing(client, github, db, settings):
+    github.add_member(ORG, "octo-oncall", teams=["pt2-oncall"])
+    sign_in(client, github, "octo-oncall")
+    user = get_user_model().objects.get(socialaccount__uid__isnull=False)
+    github.remove_member(ORG, "octo-oncall")
+    settings.GITHUB_TOKEN = ""
+    github.reset_log()
+    assert membership.recheck_all() == (0, 0)
+    assert github.requests == []
+    user.refresh_from_db()
+    assert user.is_active and may_decide(user, queue("pt2"))
+
+
+def test_an_outsider_at_sign_in_is_one_whom_github_sends_to_the_public_list(client, github, db):
+    github.inject("GET", rf"^/orgs/{ORG}/members/", status=302)
+    refused = sign_in(client, github, "stranger")
+    assert refused.status_code == 403
 
 
 def test_an_inactive_user_back_in_the_organisation_signs_in_again(client, github, db):

@@ -45,7 +45,7 @@ class SignInAdapter(DefaultSocialAccountAdapter):
         org = settings.GITHUB_ORG
         token = sociallogin.token.token if sociallogin.token else ""
         try:
-            found = membership.check(login, membership.configured_teams(), token)
+            found = membership.check(login, membership.configured_teams(), token, own_token=True)
         except membership.MembershipUnknown:
             raise ImmediateHttpResponse(
                 refused(

@@ -77,13 +77,19 @@ def _state(body: str) -> str:
     return str(parsed.get("state", "")) if isinstance(parsed, dict) else ""
 
 
-def check(login: str, teams: Iterable[str], token: str) -> Membership:
-    """Is `login` a member of GITHUB_ORG, and of which of `teams` (org/team-slug)?"""
+def check(login: str, teams: Iterable[str], token: str, *, own_token: bool) -> Membership:
+    """Is `login` a member of GITHUB_ORG, and of which of `teams` (org/team-slug)?
+
+    `own_token`: the token is the user's own (at sign-in), not the console's."""
     client = _client(token)
     org = settings.GITHUB_ORG
-    # 204: a member. 404 (or 302, for a token that cannot see the organisation's members): not.
+    # 204: a member; 404: not. 302 sends a requester who is not a member to the public list: at
+    # sign-in that is the user, who is then no member; for the console's token it means the
+    # token cannot see the members, which says nothing about the user.
     status = _status(client, f"/orgs/{quote(org)}/members/{quote(login)}")
-    if status not in (204, 404, 302):
+    if status == 302 and own_token:
+        status = 404
+    if status not in (204, 404):
         raise MembershipUnknown(f"GitHub answered {status} about the {org} organisation")
     found = Membership(login=login, in_org=status == 204)
     if not found.in_org:
@@ -129,6 +135,10 @@ def recheck_all() -> tuple[int, int]:
     sign in until they are a member again. On an unusable answer the run stops and what was
     stored stays: an outage of GitHub must not take everyone's rights away.
     """
+    if not settings.GITHUB_TOKEN:
+        # Anonymous requests see public members only: everyone else would look gone.
+        log.warning("membership not re-checked: GITHUB_TOKEN is not set")
+        return 0, 0
     teams = configured_teams()
     checked = gone = 0
     accounts = SocialAccount.objects.filter(provider="github").select_related("user")
@@ -136,7 +146,7 @@ def recheck_all() -> tuple[int, int]:
         login = account.extra_data.get("login") if isinstance(account.extra_data, dict) else None
         if not isinstance(login, str) or not login:
             continue
-        found = check(login, teams, settings.GITHUB_TOKEN)
+        found = check(login, teams, settings.GITHUB_TOKEN, own_token=False)
         record(account.user, found)
         checked += 1
         if not found.in_org and account.user.is_active:

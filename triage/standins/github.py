@@ -5,6 +5,10 @@ that every request crosses a real socket: pagination, URL quoting, status codes 
 headers are exercised exactly as they are against api.github.com, and faults (5xx, rate limits,
 hangs) can be injected per route.
 
+It also plays GitHub for "Sign in with GitHub": the OAuth authorize page (which signs in the
+account set with ``sign_in_as`` and sends the browser back with a code), the token exchange,
+``/user`` for the token's user, and organisation and team membership (``add_member``).
+
 Run it on its own, without Django::
 
     python -m triage.standins.github --seed issues.jsonl --port 8765

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -57,6 +58,13 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
 
 
+def env_url(name: str, default: str) -> str:
+    raw = os.environ.get(name) or default
+    if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", raw):
+        raise ImproperlyConfigured(f"{name} must be an http(s) URL without query, got {raw!r}")
+    return raw.rstrip("/")
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw == "":
@@ -85,6 +93,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.github",
     "triage",
 ]
 
@@ -98,6 +110,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -135,6 +148,10 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
@@ -202,10 +219,15 @@ CELERY_BEAT_SCHEDULE = {
     },
     "resend-stale-writes": {"task": "triage.tasks.resend_stale_writes", "schedule": 60.0},
     "keep-reports-counted": {"task": "triage.tasks.keep_reports_counted", "schedule": 120.0},
+    # Team membership is asked of GitHub at sign-in and by beat (daily), never inside a request.
+    "recheck-github-teams": {
+        "task": "triage.tasks.recheck_memberships",
+        "schedule": env_float("TRIAGE_MEMBERSHIP_CHECK_SECONDS", 86_400.0),
+    },
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.
-GITHUB_API_URL = env_str("GITHUB_API_URL", "https://api.github.com")
+GITHUB_API_URL = env_url("GITHUB_API_URL", "https://api.github.com")
 GITHUB_TOKEN = os.environ.get("GITHUB_TOKEN", "")
 GITHUB_TIMEOUT_SECONDS = env_float("GITHUB_TIMEOUT_SECONDS", 15.0)
 # The first wait after a 5xx or a timeout; each further attempt waits twice as long.
@@ -218,6 +240,46 @@ GITHUB_WEBHOOK_SECRET = os.environ.get("GITHUB_WEBHOOK_SECRET", "")
 GITHUB_WEBHOOK_MAX_BYTES = env_int("GITHUB_WEBHOOK_MAX_BYTES", 1_000_000)
 # Only https:// URLs on this host become links: an issue's html_url comes from outside.
 GITHUB_WEB_HOST = env_str("GITHUB_WEB_HOST", "github.com")
+# Sign in with GitHub (OAuth app). Without a client id the login page offers passwords only.
+# GITHUB_WEB_URL is where browsers are sent to authorize (GitHub Enterprise, or the stand-in).
+GITHUB_WEB_URL = env_url("GITHUB_WEB_URL", f"https://{GITHUB_WEB_HOST}")
+GITHUB_OAUTH_CLIENT_ID = os.environ.get("GITHUB_OAUTH_CLIENT_ID", "")
+GITHUB_OAUTH_CLIENT_SECRET = os.environ.get("GITHUB_OAUTH_CLIENT_SECRET", "")
+if bool(GITHUB_OAUTH_CLIENT_ID) != bool(GITHUB_OAUTH_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "GITHUB_OAUTH_CLIENT_ID and GITHUB_OAUTH_CLIENT_SECRET are set together or not at all"
+    )
+# Only members of this organisation get in; its teams (set on each queue) decide.
+GITHUB_ORG = env_str("GITHUB_ORG", "pytorch")
+if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", GITHUB_ORG):
+    raise ImproperlyConfigured(
+        f"GITHUB_ORG must be a GitHub organisation's login, got {GITHUB_ORG!r}"
+    )
+if GITHUB_OAUTH_CLIENT_ID:
+    # "Sign in with GitHub" posts here and is redirected to GitHub: form-action covers redirects.
+    SECURE_CSP["form-action"] = [CSP.SELF, GITHUB_WEB_URL]
+SOCIALACCOUNT_ADAPTER = "triage.signin.adapter.SignInAdapter"
+SOCIALACCOUNT_PROVIDERS: dict[str, dict[str, object]] = {
+    "github": {
+        # Reads GITHUB_WEB_URL and GITHUB_API_URL when it runs, not when it is imported.
+        "provider_class": "triage.signin.provider.ConsoleGitHubProvider",
+        # read:org lets the user's own token see their private organisation and team membership.
+        "SCOPE": ["read:org"],
+        "APPS": (
+            [{"client_id": GITHUB_OAUTH_CLIENT_ID, "secret": GITHUB_OAUTH_CLIENT_SECRET}]
+            if GITHUB_OAUTH_CLIENT_ID
+            else []
+        ),
+    }
+}
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_QUERY_EMAIL = False
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*"]
+ACCOUNT_ADAPTER = "triage.signin.adapter.NoLocalSignupAdapter"
 # How far back the first sync of a queue looks; later syncs are incremental.
 TRIAGE_FIRST_SYNC_DAYS = env_int("TRIAGE_FIRST_SYNC_DAYS", 30)
 TRIAGE_WRITE_MAX_ATTEMPTS = env_int("TRIAGE_WRITE_MAX_ATTEMPTS", 8)

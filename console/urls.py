@@ -1,22 +1,34 @@
 from __future__ import annotations
 
+from allauth.socialaccount import views as social_views
+from allauth.urls import build_provider_urlpatterns
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from triage.forms import ThrottledAuthenticationForm
 from triage.views import agenda, reports, rotation, webhooks
 from triage.views import console as views
 
+login_view = auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm)
+
 urlpatterns = [
     path("", views.home, name="home"),
-    path(
-        "login/",
-        auth_views.LoginView.as_view(authentication_form=ThrottledAuthenticationForm),
-        name="login",
-    ),
+    path("login/", login_view, name="login"),
+    # allauth's own pages link to its login page by this name: ours is the one.
+    path("login/", login_view, name="account_login"),
     path("login/demo/", views.demo_login, name="demo-login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Sign in with GitHub: the provider's login and callback, and allauth's error pages. No
+    # local sign-up, no e-mail flows: allauth's account URLs are left out on purpose.
+    path("accounts/", include(build_provider_urlpatterns())),
+    path(
+        "accounts/login/cancelled/",
+        social_views.login_cancelled,
+        name="socialaccount_login_cancelled",
+    ),
+    path("accounts/login/error/", social_views.login_error, name="socialaccount_login_error"),
+    path("accounts/signup/", social_views.signup, name="socialaccount_signup"),
     path("q/<slug:slug>/", views.inbox, name="inbox"),
     path("q/<slug:slug>/decided/", views.decided, name="decided"),
     path("q/<slug:slug>/bulk/", views.bulk_preview, name="bulk-preview"),

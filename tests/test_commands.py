@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from tests.factories import REPO, raw_issue
 from triage.models import Queue
+from triage.roles import may_decide
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +21,9 @@ def test_setup_demo_makes_the_demo_oncall_this_week_s_pt2_oncall(client):
     assert users.get(username="oncall").has_perm("triage.decide")
     assert not users.get(username="viewer").has_perm("triage.decide")
     assert users.get(username="admin").is_staff
+    # The demo's password oncalls decide in every queue; its GitHub sign-in decides in pt2.
+    assert all(may_decide(users.get(username="alice"), queue) for queue in Queue.objects.all())
+    assert Queue.objects.get(slug="pt2").github_team == "pytorch/pt2-oncall"
 
     assert client.login(username="oncall", password="oncall")
     landing = client.get(reverse("home"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from allauth.socialaccount.models import SocialAccount
 from django.urls import reverse
 from django.utils import timezone
 
@@ -201,8 +202,46 @@ def test_bad_plans_are_refused_with_a_message(client):
         {"people": "ghost", "first_week": "2026-11-23", "weeks": "4"},
         follow=True,
     )
-    assert "List existing usernames" in response.content.decode()
+    assert "List people&#x27;s GitHub handles" in response.content.decode()
     assert not RotationWeek.objects.exists()
+
+
+def test_the_rotation_names_people_by_their_github_handle(client):
+    """A GitHub account is named by its login (not the username allauth made unique), is
+    planned by it, with or without @ and in any case; a password user by their username."""
+    octo = make_user("octo-cat2", oncall=False)
+    SocialAccount.objects.create(
+        user=octo, provider="github", uid="583231", extra_data={"login": "Octo-Cat"}
+    )
+    make_user("alice", oncall=True)
+    admin = make_user("admin", oncall=False)
+    admin.is_staff = True
+    admin.save()
+    client.force_login(admin)
+    this_week = rotation.current_week()
+    client.post(
+        reverse("rotation-generate", args=["pt2"]),
+        {"people": "@octo-cat, alice", "first_week": this_week.isoformat(), "weeks": "2"},
+    )
+    assert list(
+        RotationWeek.objects.order_by("week_start").values_list("oncall__username", flat=True)
+    ) == ["octo-cat2", "alice"]
+    outbox.decide(
+        make_proposal(),
+        kind="reject",
+        user=octo,
+        add_labels=[],
+        remove_labels=[],
+        comment_body="",
+        close=False,
+        note="not a bug",
+    )
+    page = client.get(reverse("rotation", args=["pt2"])).content.decode()
+    assert "@Octo-Cat" in page and "@alice" in page
+    stats = page.split('id="week-stats"')[1]
+    assert stats.count("@Octo-Cat") == 2  # this week's oncall, and who decided
+    assert "octo-cat2" not in page
+    assert '<option value="Octo-Cat">' in page
 
 
 def test_anonymous_users_see_no_rotation(client):

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from triage.models import Decision, Issue, Meeting, Proposal, Queue, Write
+from triage.models import Decision, Issue, Meeting, Proposal, Queue, TeamMembership, Write
 
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin[Queue]):
-    list_display = ["slug", "name", "repository", "rubric", "sync_state", "sync_cursor"]
+    list_display = ["slug", "name", "repository", "github_team", "deciders", "sync_state"]
     readonly_fields = [
         "sync_state",
         "sync_started_at",
@@ -66,3 +66,16 @@ class WriteAdmin(admin.ModelAdmin[Write]):
 class MeetingAdmin(admin.ModelAdmin[Meeting]):
     list_display = ["date", "created_at", "ended_at"]
     date_hierarchy = "date"
+
+
+# What GitHub said at the last check (sign-in, beat): read here, changed only by asking again.
+@admin.register(TeamMembership)
+class TeamMembershipAdmin(admin.ModelAdmin[TeamMembership]):
+    list_display = ["user", "team", "checked_at"]
+    list_filter = ["team"]
+
+    def has_add_permission(self, request: object, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: object, obj: object = None) -> bool:
+        return False

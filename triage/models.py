@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import connection, models, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -20,6 +21,12 @@ from triage.rubric import loader
 
 if TYPE_CHECKING:
     from triage.rubric.engine import Draft
+
+# A GitHub team as org/team-slug, the way GitHub names it in @mentions.
+GITHUB_TEAM = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    "Give the team as organisation/team-slug, e.g. pytorch/pt2-oncall.",
+)
 
 # A Celery worker that died mid-task leaves its claim behind; after this long another may take over.
 CLAIM_LEASE = timedelta(minutes=5)
@@ -67,6 +74,23 @@ class Queue(models.Model):
         help_text="Model calls stop for the day once this queue's spend reaches it.",
     )
 
+    # Who may decide here (anyone else of the organisation reads): the members of a GitHub team,
+    # as last checked (at sign-in and daily), and the members of a group set in the admin.
+    github_team = models.CharField(
+        max_length=140,
+        blank=True,
+        validators=[GITHUB_TEAM],
+        help_text="organisation/team-slug whose members decide in this queue.",
+    )
+    deciders = models.ForeignKey(
+        "auth.Group",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Members of this group decide in this queue too.",
+    )
+
     # Incremental sync state. The cursor is GitHub's own updated_at, never our clock.
     sync_cursor = models.DateTimeField(null=True, blank=True)
     sync_state = models.CharField(max_length=10, choices=SyncState, default=SyncState.IDLE)
@@ -86,6 +110,11 @@ class Queue(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # GitHub matches team names whatever their case; memberships are stored lower-cased.
+        self.github_team = self.github_team.strip().lower()
+        super().save(*args, **kwargs)
 
     def matches(self, labels: list[str], state: str) -> bool:
         if state != "open":
@@ -594,6 +623,26 @@ class RotationWeek(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue} week of {self.week_start}: {self.oncall}"
+
+
+class TeamMembership(models.Model):
+    """A user was an active member of a GitHub team when GitHub was last asked (sign-in, beat).
+
+    The deciding views read only this: GitHub is never asked inside a request."""
+
+    team = models.CharField(max_length=140, validators=[GITHUB_TEAM])
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="github_teams"
+    )
+    checked_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="one_membership_per_team")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team}"
 
 
 class Meeting(models.Model):

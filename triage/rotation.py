@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from triage.models import Decision, Proposal, Queue, RotationWeek
+from triage.signin.handles import handles
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -163,21 +164,23 @@ def stats(queue: Queue, weeks: int = 8) -> list[WeekStats]:
     """Per week and deciding oncall: decisions by kind, and the median hours from an issue's
     arrival to its decision. Newest week first."""
     first = current_week() - timedelta(weeks=weeks - 1)
-    oncalls = {
-        week.week_start: week.oncall.get_username()
-        for week in RotationWeek.objects.filter(queue=queue, week_start__gte=first).select_related(
-            "oncall"
+    planned = dict(
+        RotationWeek.objects.filter(queue=queue, week_start__gte=first).values_list(
+            "week_start", "oncall_id"
         )
-    }
-    rows: dict[tuple[date, str], WeekStats] = {}
-    decisions = (
-        Decision.objects.filter(proposal__queue=queue, decided_at__gte=week_began(first))
-        .select_related("decided_by", "proposal__issue")
-        .only("kind", "decided_at", "decided_by__username", "proposal__issue__created_at")
     )
+    rows: dict[tuple[date, str], WeekStats] = {}
+    decisions = list(
+        Decision.objects.filter(proposal__queue=queue, decided_at__gte=week_began(first))
+        .select_related("proposal__issue")
+        .only("kind", "decided_at", "decided_by_id", "proposal__issue__created_at")
+    )
+    # Everyone is named by their GitHub handle.
+    names = handles({*planned.values(), *(decision.decided_by_id for decision in decisions)})
+    oncalls = {week: names.get(user_id, "") for week, user_id in planned.items()}
     for decision in decisions:
         week = week_of(decision.decided_at)
-        who = decision.decided_by.get_username()
+        who = names.get(decision.decided_by_id, "")
         row = rows.get((week, who))
         if row is None:
             row = rows[(week, who)] = WeekStats(week, oncalls.get(week, ""), who)

@@ -19,6 +19,7 @@ from triage import agenda, batching, claude, github, ingest, outbox, proposing, 
 from triage.github import PermanentGitHubError, RetryableGitHubError
 from triage.models import Decision, Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
+from triage.signin import membership
 
 log = logging.getLogger(__name__)
 
@@ -235,3 +236,17 @@ def keep_reports_counted() -> None:
     for queue in Queue.objects.all():
         for days in reports.PRESET_DAYS:
             reports.keep_counted(queue, reports.Period.ending(today, days))
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=5)
+def recheck_memberships(self: DjangoTask[[], None]) -> None:
+    """Beat (daily): who is still in the organisation and in each queue's GitHub team.
+
+    GitHub down or rate-limited: try again later, keeping what was stored. Running it twice
+    asks twice and stores the same answer."""
+    try:
+        checked, gone = membership.recheck_all()
+    except membership.MembershipUnknown as exc:
+        log.warning("membership re-check postponed: %s", exc)
+        raise self.retry(countdown=900) from exc
+    log.info("membership re-checked for %d users; %d left the organisation", checked, gone)

@@ -5,6 +5,10 @@ that every request crosses a real socket: pagination, URL quoting, status codes 
 headers are exercised exactly as they are against api.github.com, and faults (5xx, rate limits,
 hangs) can be injected per route.
 
+It also plays GitHub for "Sign in with GitHub": the OAuth authorize page (which signs in the
+account set with ``sign_in_as`` and sends the browser back with a code), the token exchange,
+``/user`` for the token's user, and organisation and team membership (``add_member``).
+
 Run it on its own, without Django::
 
     python -m triage.standins.github --seed issues.jsonl --port 8765
@@ -153,6 +157,7 @@ class _Call:
     args: dict[str, str]  # named groups from the route pattern, still percent-encoded
     query: dict[str, str]
     body: Any
+    token: str = ""  # the request's token, without its "token "/"Bearer " prefix
 
 
 @dataclass
@@ -340,6 +345,16 @@ class GitHubStandIn:
         self.not_modified = 0
         # Injected faults that a request actually met.
         self.faults_fired = 0
+        # Sign in with GitHub: the OAuth app, the account the authorize page signs in (as if
+        # the person at the browser had), codes and tokens handed out, and who is in which
+        # organisation and team (lower-cased, as GitHub matches them).
+        self.oauth_client_id = "standin-client"
+        self.oauth_client_secret = "standin-secret"
+        self.signed_in: str | None = None
+        self._codes: dict[str, tuple[str, str]] = {}
+        self._user_tokens: dict[str, str] = {}
+        self._org_members: dict[str, set[str]] = {}
+        self._team_members: dict[str, set[str]] = {}
         self._outgoing: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
         self._sender: threading.Thread | None = None
         repo = r"/repos/(?P<owner>[^/]+)/(?P<repo>[^/]+)"
@@ -349,6 +364,14 @@ class GitHubStandIn:
             for method, pattern, handler in (
                 ("GET", r"/rate_limit", self._get_rate_limit),
                 ("GET", r"/user", self._get_user),
+                ("GET", r"/login/oauth/authorize", self._oauth_authorize),
+                ("POST", r"/login/oauth/access_token", self._oauth_access_token),
+                ("GET", r"/orgs/(?P<org>[^/]+)/members/(?P<login>[^/]+)", self._org_member),
+                (
+                    "GET",
+                    r"/orgs/(?P<org>[^/]+)/teams/(?P<team>[^/]+)/memberships/(?P<login>[^/]+)",
+                    self._team_membership,
+                ),
                 ("GET", repo, self._get_repo),
                 ("GET", repo + r"/issues", self._list_issues),
                 ("GET", repo + r"/issues/comments", self._list_repository_comments),
@@ -408,6 +431,34 @@ class GitHubStandIn:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    # ----------------------------------------------------------------- sign in and membership
+
+    def sign_in_as(self, login: str | None) -> None:
+        """The account GitHub's authorize page signs in from now on (None: the user declines)."""
+        with self._lock:
+            if login is not None:
+                self._remember_user(login)
+            self.signed_in = login
+
+    def add_member(self, org: str, login: str, teams: Iterable[str] = ()) -> None:
+        """Make `login` a member of `org` and of its teams named by slug."""
+        with self._lock:
+            self._remember_user(login)
+            self._org_members.setdefault(org.lower(), set()).add(login.lower())
+            for slug in teams:
+                self._team_members.setdefault(f"{org}/{slug}".lower(), set()).add(login.lower())
+
+    def remove_member(self, org: str, login: str) -> None:
+        with self._lock:
+            self._org_members.get(org.lower(), set()).discard(login.lower())
+            for team, members in self._team_members.items():
+                if team.startswith(f"{org.lower()}/"):
+                    members.discard(login.lower())
+
+    def remove_from_team(self, org: str, slug: str, login: str) -> None:
+        with self._lock:
+            self._team_members.get(f"{org}/{slug}".lower(), set()).discard(login.lower())
 
     # ----------------------------------------------------------------- webhooks
 
@@ -613,11 +664,18 @@ class GitHubStandIn:
         base = f"http://{host}" if host else self._url
         body: Any = None
         bad_json = False
-        if raw:
+        if raw and (headers.get("Content-Type") or "").startswith(
+            "application/x-www-form-urlencoded"
+        ):
+            # OAuth's token exchange posts a form, not JSON.
+            body = dict(parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True))
+        elif raw:
             try:
                 body = json.loads(raw)
             except ValueError:
                 bad_json = True
+        authorization = headers.get("Authorization") or ""
+        token = authorization.partition(" ")[2].strip()
         with self._lock:
             self.requests.append(
                 RecordedRequest(
@@ -638,16 +696,18 @@ class GitHubStandIn:
                 self._spend_rate_limit()
             if fault is not None and fault.status:
                 reply = self._fault_reply(fault)
-            elif self._token is not None and headers.get("Authorization") not in (
-                f"token {self._token}",
-                f"Bearer {self._token}",
+            elif (
+                self._token is not None
+                and not path.startswith("/login/oauth/")
+                and token != self._token
+                and token not in self._user_tokens
             ):
                 reply = _Reply(401, {"message": "Bad credentials", "documentation_url": DOCS_URL})
             elif bad_json:
                 reply = _Reply(400, {"message": "Problems parsing JSON"})
             else:
                 try:
-                    reply = self._route(method, path, _Call(base, {}, query, body))
+                    reply = self._route(method, path, _Call(base, {}, query, body, token))
                 except _ApiError as error:
                     reply = _Reply(
                         error.status,
@@ -727,7 +787,9 @@ class GitHubStandIn:
         for route_method, pattern, handler in self._route_table:
             match = pattern.fullmatch(path)
             if match and route_method == method:
-                return handler(_Call(call.base, match.groupdict(), call.query, call.body))
+                return handler(
+                    _Call(call.base, match.groupdict(), call.query, call.body, call.token)
+                )
         raise _ApiError(404)
 
     def _get_rate_limit(self, call: _Call) -> _Reply:
@@ -752,7 +814,57 @@ class GitHubStandIn:
         )
 
     def _get_user(self, call: _Call) -> _Reply:
-        return _Reply(200, self._render_user(call.base, self._remember_user(self.bot_login)))
+        # A token handed out by the OAuth flow is its user's; any other is the console's bot.
+        login = self._user_tokens.get(call.token, self.bot_login)
+        return _Reply(200, self._render_user(call.base, self._remember_user(login)))
+
+    def _oauth_authorize(self, call: _Call) -> _Reply:
+        """GitHub's authorize page, with the person at the browser already agreeing: straight
+        back to the app with a code (or with access_denied when nobody is signed in)."""
+        if call.query.get("client_id") != self.oauth_client_id:
+            raise _ApiError(404)
+        target = call.query.get("redirect_uri", "")
+        if not target.startswith(("http://", "https://")):
+            raise _ApiError(422, "The redirect_uri is not an http(s) URL.")
+        answer = {"state": call.query.get("state", "")}
+        if self.signed_in is None:
+            answer["error"] = "access_denied"
+        else:
+            code = uuid.uuid4().hex
+            self._codes[code] = (self.signed_in, target)
+            answer["code"] = code
+        separator = "&" if "?" in target else "?"
+        return _Reply(302, None, {"Location": f"{target}{separator}{urlencode(answer)}"})
+
+    def _oauth_access_token(self, call: _Call) -> _Reply:
+        form = call.body if isinstance(call.body, dict) else {}
+        if (
+            form.get("client_id") != self.oauth_client_id
+            or form.get("client_secret") != self.oauth_client_secret
+        ):
+            return _Reply(200, {"error": "incorrect_client_credentials"})
+        # A code is good once, and only for the redirect it was issued for.
+        issued = self._codes.pop(str(form.get("code", "")), None)
+        if issued is None or form.get("redirect_uri", issued[1]) != issued[1]:
+            return _Reply(200, {"error": "bad_verification_code"})
+        token = "gho_" + uuid.uuid4().hex
+        self._user_tokens[token] = issued[0]
+        # GitHub answers a form unless asked for JSON; allauth reads either.
+        return _Reply(200, {"access_token": token, "token_type": "bearer", "scope": "read:org"})
+
+    def _org_member(self, call: _Call) -> _Reply:
+        org, login = unquote(call.args["org"]).lower(), unquote(call.args["login"]).lower()
+        if login in self._org_members.get(org, set()):
+            return _Reply(204)
+        raise _ApiError(404)
+
+    def _team_membership(self, call: _Call) -> _Reply:
+        org, slug = unquote(call.args["org"]).lower(), unquote(call.args["team"]).lower()
+        login = unquote(call.args["login"])
+        if login.lower() not in self._team_members.get(f"{org}/{slug}", set()):
+            raise _ApiError(404)
+        url = f"{call.base}/organizations/{org}/team/{slug}/memberships/{quote(login)}"
+        return _Reply(200, {"url": url, "role": "member", "state": "active"})
 
     def _get_repo(self, call: _Call) -> _Reply:
         target = self._repo_from_args(call.args)
@@ -1189,10 +1301,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--webhook-secret", default="", help="the secret deliveries are signed with"
     )
+    parser.add_argument(
+        "--oauth-user",
+        metavar="LOGIN",
+        help="the account 'Sign in with GitHub' signs in (without it, the user declines)",
+    )
+    parser.add_argument(
+        "--member",
+        action="append",
+        default=[],
+        metavar="ORG:LOGIN[:TEAM,...]",
+        help="a member of an organisation, and of its teams by slug (repeatable)",
+    )
     args = parser.parse_args(argv)
 
     standin = GitHubStandIn(host=args.host, port=args.port, token=args.token)
     standin.add_repo(args.repo)
+    for member in args.member:
+        org, _, rest = member.partition(":")
+        login, _, teams = rest.partition(":")
+        if not org or not login:
+            parser.error(f"--member wants ORG:LOGIN[:TEAM,...], got {member!r}")
+        standin.add_member(org, login, [team for team in teams.split(",") if team])
+    standin.sign_in_as(args.oauth_user)
     loaded = sum(standin.load_jsonl(args.repo, seed) for seed in args.seed)
     standin.start()
     if args.webhook_url:

@@ -13,7 +13,3 @@ if TYPE_CHECKING:
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-
-
-def can_decide(request: HttpRequest) -> bool:
-    return bool(request.user.has_perm("triage.decide"))

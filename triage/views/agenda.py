@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q
@@ -18,9 +18,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from triage import agenda
 from triage.forms import AgendaPageForm
 from triage.models import AgendaItem, Meeting
+from triage.roles import decides_somewhere, may_decide, queues_decided_by
 from triage.rubric.loader import known_labels
 from triage.tasks import send_write_on_commit
-from triage.views import HtmxHttpRequest, can_decide
+
+if TYPE_CHECKING:
+    from triage.views import HtmxHttpRequest
 
 ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
@@ -45,7 +48,7 @@ def _get_meeting_or_404(day: str) -> Meeting:
 def _get_meeting_to_change(request: HtmxHttpRequest, day: str) -> Meeting:
     """404 for a meeting that does not exist, 403 for a user who may only read."""
     meeting = _get_meeting_or_404(day)
-    if not can_decide(request):
+    if not decides_somewhere(request.user):
         raise PermissionDenied("Only oncalls may change the agenda.")
     return meeting
 
@@ -60,9 +63,22 @@ def _get_item_or_404(meeting: Meeting, pk: int) -> AgendaItem:
 def _get_item_to_decide(request: HtmxHttpRequest, day: str, pk: int) -> AgendaItem:
     meeting = _get_meeting_or_404(day)
     item = _get_item_or_404(meeting, pk)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may record outcomes.")
+    if not _may_decide_item(request, item):
+        raise PermissionDenied("Only the oncalls of this item's queue may record its outcome.")
     return item
+
+
+def _may_decide_item(request: HtmxHttpRequest, item: AgendaItem) -> bool:
+    # An item from no queue (escalated before queues, or its queue deleted): any oncall.
+    if item.queue is None:
+        return decides_somewhere(request.user)
+    return may_decide(request.user, item.queue)
+
+
+def _deciding(request: HtmxHttpRequest) -> dict[str, Any]:
+    """What the meeting's templates need to show an item's controls only to its deciders."""
+    queue_ids = set(queues_decided_by(request.user).values_list("pk", flat=True))
+    return {"can_decide": bool(queue_ids), "deciding_queue_ids": queue_ids}
 
 
 def _wants_partial(request: HtmxHttpRequest) -> bool:
@@ -81,7 +97,7 @@ def meetings(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     confirm = False
     if request.method == "POST":
-        if not can_decide(request):
+        if not decides_somewhere(request.user):
             raise PermissionDenied("Only oncalls may open a meeting.")
         day = _parse_day(request.POST.get("date", "").strip())
         today = timezone.localdate()
@@ -139,7 +155,7 @@ def _agenda_context(
         "previous": agenda.previous_meeting(meeting),
         "known_labels": sorted(known_labels()),
         "outcomes": AgendaItem.Outcome.choices,
-        "can_decide": can_decide(request),
+        **_deciding(request),
     }
 
 
@@ -194,7 +210,7 @@ def _item_context(request: HtmxHttpRequest, item: AgendaItem) -> dict[str, Any]:
         "current": agenda.is_current(item.meeting),
         # The label datalist is the page's: a swapped-in item refers to it.
         "outcomes": AgendaItem.Outcome.choices,
-        "can_decide": can_decide(request),
+        **_deciding(request),
     }
 
 

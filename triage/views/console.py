@@ -32,13 +32,16 @@ from triage.decisions import DecisionError, parse_decision
 from triage.forms import BulkAcceptForm, IdListField, InboxPageForm, PageAfterForm
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
+from triage.roles import decides_somewhere, may_decide
 from triage.rubric import loader
+from triage.signin.handles import handle
 from triage.spreadsheets import streamed_csv
 from triage.tasks import add_escalation_to_agenda, send_write_on_commit, sync_queue
-from triage.views import HtmxHttpRequest, can_decide
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from triage.views import HtmxHttpRequest
 
 
 def _get_queue(slug: str) -> Queue:
@@ -48,24 +51,47 @@ def _get_queue(slug: str) -> Queue:
 def _get_queue_to_decide(request: HtmxHttpRequest, slug: str) -> Queue:
     """404 for a queue that does not exist, 403 for a user who may only read."""
     queue = _get_queue(slug)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may decide.")
+    if not may_decide(request.user, queue):
+        raise PermissionDenied("Only this queue's oncalls may decide here.")
     return queue
 
 
 def _get_proposal_to_decide(request: HtmxHttpRequest, pk: int) -> Proposal:
     """404 for a proposal that does not exist, 403 for a user who may only read."""
     proposal = get_object_or_404(Proposal.objects.select_related("issue", "queue"), pk=pk)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may decide.")
+    if not may_decide(request.user, proposal.queue):
+        raise PermissionDenied("Only this queue's oncalls may decide here.")
     return proposal
 
 
 def _get_write_to_retry(request: HtmxHttpRequest, pk: int) -> Write:
     # A meeting outcome's write is retried from the meeting's page.
-    write = get_object_or_404(Write, pk=pk, decision__isnull=False)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may retry writes.")
+    write = get_object_or_404(
+        Write.objects.select_related("decision__proposal__queue"), pk=pk, decision__isnull=False
+    )
+    assert write.decision is not None
+    if not may_decide(request.user, write.decision.proposal.queue):
+        raise PermissionDenied("Only this queue's oncalls may retry its writes.")
+    return write
+
+
+def _get_write_to_undo(request: HtmxHttpRequest, pk: int) -> Write:
+    """404 for an unknown write; 403 unless the user decides in its queue (any queue, for a
+    meeting outcome on an issue of no queue)."""
+    write = get_object_or_404(
+        Write.objects.select_related(
+            "decision__proposal__queue", "outcome__meeting", "outcome__queue"
+        ),
+        pk=pk,
+    )
+    if write.decision is not None:
+        allowed = may_decide(request.user, write.decision.proposal.queue)
+    elif write.outcome is not None and write.outcome.queue is not None:
+        allowed = may_decide(request.user, write.outcome.queue)
+    else:
+        allowed = decides_somewhere(request.user)
+    if not allowed:
+        raise PermissionDenied("Only this queue's oncalls may undo its decisions.")
     return write
 
 
@@ -263,7 +289,7 @@ def _inbox_context(
         # once the list is narrowed.
         "tier_counts": backlog.tier_counts(queue, chosen) if chosen else {},
         "viewing": presence.others([p.pk for p in proposals], request.user.get_username()),
-        "can_decide": can_decide(request),
+        "can_decide": may_decide(request.user, queue),
         "bulk_undo": _bulk_waiting(request, queue),
         "vocabulary": sorted(loader.load(queue.rubric).vocabulary.allowed),
         "paged": after is not None,
@@ -286,11 +312,13 @@ def _week_context(
     on_duty = RotationWeek.objects.filter(
         queue=queue, week_start=rotation.current_week(), oncall_id=request.user.pk
     ).first()
+    handoff = rotation.take_handoff(queue, request.user) if on_duty else None
     return {
         "carried": carried,
         "stale": rotation.stale(queue, proposals),
         "on_duty": on_duty,
-        "handoff": rotation.take_handoff(queue, request.user) if on_duty else None,
+        "handoff": handoff,
+        "handoff_from": handle(handoff.oncall) if handoff is not None else "",
     }
 
 
@@ -305,18 +333,20 @@ def _spend(queue: Queue) -> dict[str, Decimal]:
 @require_GET
 def sync_status(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    return render(request, "triage/inbox.html#sync-status", {"queue": queue})
+    context = {"queue": queue, "can_decide": may_decide(request.user, queue)}
+    return render(request, "triage/inbox.html#sync-status", context)
 
 
 @require_POST
 def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may start a sync.")
+    if not may_decide(request.user, queue):
+        raise PermissionDenied("Only this queue's oncalls may start a sync.")
     sync_queue.delay_on_commit(queue.pk)
     if request.htmx:
         queue.refresh_from_db()
-        return render(request, "triage/inbox.html#sync-status", {"queue": queue, "requested": True})
+        context = {"queue": queue, "requested": True, "can_decide": True}
+        return render(request, "triage/inbox.html#sync-status", context)
     return redirect("inbox", slug=queue.slug)
 
 
@@ -367,7 +397,7 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
         "vocabulary": sorted(rubric.vocabulary.allowed),
         "templates": rubric.templates,
         "sections": rubric.sections,
-        "can_decide": can_decide(request),
+        "can_decide": may_decide(request.user, proposal.queue),
     }
 
 
@@ -487,19 +517,19 @@ def inbox_after_decision(
 @require_GET
 def write_status(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(
-        Decision.objects.select_related("write", "proposal__issue"), write__pk=pk
+        Decision.objects.select_related("write", "proposal__issue", "proposal__queue"), write__pk=pk
     )
-    return render(request, "triage/issue.html#decision-card", {"decision": decision})
+    context = {
+        "decision": decision,
+        "can_decide": may_decide(request.user, decision.proposal.queue),
+    }
+    return render(request, "triage/issue.html#decision-card", context)
 
 
 @require_POST
 def undo_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Withdraw an approval's write within its undo window; the issue is back in the inbox."""
-    if not can_decide(request):
-        raise PermissionDenied("Only oncalls may undo a decision.")
-    write = get_object_or_404(
-        Write.objects.select_related("decision__proposal", "outcome__meeting"), pk=pk
-    )
+    write = _get_write_to_undo(request, pk)
     undone = outbox.undo(write)
     if write.outcome is not None:
         meeting_url = reverse("meeting", args=[write.outcome.meeting.date.isoformat()])
@@ -509,7 +539,8 @@ def undo_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         decision = Decision.objects.select_related("write", "proposal__issue").get(
             pk=write.decision.pk
         )
-        response = render(request, "triage/issue.html#decision-card", {"decision": decision})
+        context = {"decision": decision, "can_decide": True}
+        response = render(request, "triage/issue.html#decision-card", context)
         if undone:
             # Back to the issue, with its proposal as it was.
             response["HX-Redirect"] = reverse("proposal", args=[write.decision.proposal_id])
@@ -524,7 +555,8 @@ def retry_write(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         send_write_on_commit(write.pk)
     decision = Decision.objects.select_related("write", "proposal__issue").get(write__pk=pk)
     if request.htmx:
-        return render(request, "triage/issue.html#decision-card", {"decision": decision})
+        context = {"decision": decision, "can_decide": True}
+        return render(request, "triage/issue.html#decision-card", context)
     return redirect("history", pk=decision.proposal.issue_id)
 
 

@@ -11,8 +11,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from triage import rotation
 from triage.models import Queue
+from triage.signin.handles import handles, user_for_handle
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
     from django.http import HttpResponse
 
     from triage.views import HtmxHttpRequest
@@ -37,20 +39,23 @@ def _day(value: str) -> date | None:
         return None
 
 
-def _user(username: str) -> object | None:
-    return get_user_model().objects.filter(username=username.strip()).first()
+def _user(name: str) -> AbstractBaseUser | None:
+    return user_for_handle(name)
 
 
 @require_GET
 def schedule(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     queue = _get_queue(slug)
+    weeks = rotation.schedule(queue)
+    active = get_user_model().objects.filter(is_active=True).values_list("pk", flat=True)
+    named = handles([week.oncall_id for _, week in weeks if week is not None])
     context = {
         "queue": queue,
-        "weeks": rotation.schedule(queue),
+        "weeks": [(day, week, named.get(week.oncall_id) if week else None) for day, week in weeks],
         "this_week": rotation.current_week(),
         "stats": rotation.stats(queue),
         "time_zone": rotation.zone().key,
-        "people": get_user_model().objects.filter(is_active=True).order_by("username"),
+        "people": sorted(handles(active).values(), key=str.lower),
         "can_plan": request.user.is_staff,
     }
     return render(request, "triage/rotation.html", context)
@@ -62,9 +67,9 @@ def assign(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     week = _day(request.POST.get("week", ""))
     user = _user(request.POST.get("oncall", ""))
     if week is None or user is None:
-        messages.error(request, "Give a week (YYYY-MM-DD) and an existing user.")
+        messages.error(request, "Give a week (YYYY-MM-DD) and someone's GitHub handle.")
     else:
-        rotation.assign(queue, week, user)  # type: ignore[arg-type]
+        rotation.assign(queue, week, user)
     return redirect("rotation", slug=queue.slug)
 
 
@@ -76,7 +81,7 @@ def generate(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     first = _day(request.POST.get("first_week", ""))
     weeks = request.POST.get("weeks", "")
     if not names or None in people:
-        messages.error(request, "List existing usernames, separated by commas or spaces.")
+        messages.error(request, "List people's GitHub handles, separated by commas or spaces.")
     elif first is None or not weeks.isdigit() or not 1 <= int(weeks) <= 104:
         messages.error(request, "Give the first week (YYYY-MM-DD) and 1 to 104 weeks.")
     else:

@@ -37,6 +37,8 @@ class Command(BaseCommand):
             if decides:
                 user.groups.add(group)
             made[username] = user
+        # Signing in with GitHub as the stand-in's @octo-oncall decides in pt2 (its team's queue).
+        Queue.objects.filter(slug="pt2").update(github_team="pytorch/pt2-oncall")
         this_week = rotation.current_week()
         for queue in Queue.objects.all():
             rotation.round_robin(
@@ -50,5 +52,5 @@ class Command(BaseCommand):
         )
         self.stdout.write(
             "demo users: oncall/oncall (oncall this week), alice/alice, viewer/viewer (read only), "
-            "admin/admin (plans the rotation)"
+            "admin/admin (plans the rotation); Sign in with GitHub: @octo-oncall (decides in pt2)"
         )

@@ -12,7 +12,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("triage", "0010_verdicts"),
+        ("triage", "0011_verdict_page_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -202,6 +202,14 @@ CELERY_BEAT_SCHEDULE = {
     },
     "resend-stale-writes": {"task": "triage.tasks.resend_stale_writes", "schedule": 60.0},
     "keep-reports-counted": {"task": "triage.tasks.keep_reports_counted", "schedule": 120.0},
+    "sync-all-histories": {
+        "task": "triage.tasks.sync_all_histories",
+        "schedule": env_float("TRIAGE_HISTORY_SYNC_SECONDS", 3600.0),
+    },
+    "rebuild-similar-indexes": {
+        "task": "triage.tasks.rebuild_similar_indexes",
+        "schedule": env_float("TRIAGE_SIMILAR_REBUILD_SECONDS", 6 * 3600.0),
+    },
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.
@@ -236,6 +244,16 @@ TRIAGE_INBOX_POLL_SECONDS = env_int("TRIAGE_INBOX_POLL_SECONDS", 15)
 # at most this long, the page shows the last count with its age.
 TRIAGE_REPORT_MAX_AGE_SECONDS = env_int("TRIAGE_REPORT_MAX_AGE_SECONDS", 300)
 TRIAGE_DEMO = env_bool("TRIAGE_DEMO", default=False)
+# How far back a queue's first history sync reads closed issues; later ones are incremental.
+TRIAGE_HISTORY_FIRST_DAYS = env_int("TRIAGE_HISTORY_FIRST_DAYS", 365)
+# Where workers keep each repository's similar-issue index (triage.similar.index says why on
+# disk); a worker that finds none there rebuilds it from the database.
+TRIAGE_SIMILAR_DIR = Path(env_str("TRIAGE_SIMILAR_DIR", str(BASE_DIR / "var" / "similar")))
+# From this cosine similarity an issue is marked "possible duplicate of" the earlier issue.
+# Measured with benchmarks/similar.py --duplicates: a re-filed issue (same traceback, title
+# and body reworded) scores 0.62-0.95; the closest unrelated issue of the same module tops out
+# near 0.45. 0.6 keeps the re-filings and leaves the merely related alone.
+TRIAGE_DUPLICATE_SCORE = env_float("TRIAGE_DUPLICATE_SCORE", 0.6)
 # Oncall weeks start on Monday in this time zone.
 TRIAGE_ROTATION_TIME_ZONE = env_str("TRIAGE_ROTATION_TIME_ZONE", "UTC")
 

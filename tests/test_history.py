@@ -53,6 +53,7 @@ def test_history_sync_reads_closed_and_triaged_issues_incrementally(
     assert first.query["state"] == "all"
     assert first.query["labels"] == "oncall: pt2"
     cursor = queue.history_cursor
+    assert cursor is not None
     assert cursor == Issue.objects.get(number=3).updated_at
     # The untriaged open issue it stored is proposed, as the queue's sync would have.
     assert Issue.objects.get(number=3).proposals.filter(queue=queue).exists()
@@ -66,6 +67,7 @@ def test_history_sync_reads_closed_and_triaged_issues_incrementally(
     assert listing(standin)[0].query["since"] == cursor.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert queue.history_seen == 2
     assert labelled_numbers() == {2, 3}
+    assert queue.history_cursor is not None
     assert queue.history_cursor > cursor
     assert queue.sync_cursor is None  # the open-issue sync's own cursor is left alone
 

@@ -16,6 +16,8 @@ share its rarest words and frames), then the candidates are scored with the whol
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import os
 import re
 import tempfile
@@ -33,7 +35,7 @@ from sklearn.preprocessing import normalize
 from triage.similar import text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from datetime import datetime
     from pathlib import Path
 
@@ -143,17 +145,54 @@ class Index:
         return len(self.ids)
 
     def vectors(self, documents: Sequence[Document]) -> sparse.csr_matrix:
-        """The documents' rows in this index's space (words it has not seen are ignored)."""
-        blocks = [
-            self.words.transform([text.words(d.title, d.body) for d in documents])
-            if self.words is not None
-            else sparse.csr_matrix((len(documents), 0), dtype=np.float32)
-        ]
-        if self.frames is not None:
-            blocks.append(
-                self.frames.transform([text.frames(d.body) for d in documents]) * FRAMES_WEIGHT
-            )
-        return _unit_rows(blocks, len(documents))
+        """The documents' rows in this index's space (words it has not seen are ignored).
+
+        What the vectorizers' own `transform` computes (sublinear counts times the idf, each
+        block a unit vector, then the frames' weight and one norm for the row), done here:
+        scikit-learn's checks on every call cost more than the arithmetic for a few issues,
+        and a lookup is one issue.
+        """
+        indptr = [0]
+        indices: list[int] = []
+        data: list[float] = []
+        for document in documents:
+            columns: dict[int, float] = {}
+            if self.words is not None:
+                tokens = self._word_analyzer(text.words(document.title, document.body))
+                columns |= _weights(tokens, self.words.vocabulary_, self.words.idf_, 0, 1.0)
+            if self.frames is not None:
+                columns |= _weights(
+                    text.frames(document.body),
+                    self.frames.vocabulary_,
+                    self.frames.idf_,
+                    self.word_count,
+                    FRAMES_WEIGHT,
+                )
+            norm = math.sqrt(sum(value * value for value in columns.values())) or 1.0
+            for column in sorted(columns):
+                indices.append(column)
+                data.append(columns[column] / norm)
+            indptr.append(len(indices))
+        return sparse.csr_matrix(
+            (
+                np.array(data, dtype=np.float32),
+                np.array(indices, dtype=np.int32),
+                np.array(indptr, dtype=np.int64),
+            ),
+            shape=(len(documents), self.matrix.shape[1]),
+        )
+
+    @functools.cached_property
+    def _word_analyzer(self) -> Callable[[str], list[str]]:
+        assert self.words is not None
+        analyzer: Callable[[str], list[str]] = self.words.build_analyzer()
+        return analyzer
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The analyzer is rebuilt from the vectorizer after loading; it does not pickle.
+        state = dict(self.__dict__)
+        state.pop("_word_analyzer", None)
+        return state
 
     def upsert(self, documents: Sequence[Document]) -> sparse.csr_matrix:
         """Put these issues' rows in the index (replacing older ones), as the vocabulary of the
@@ -173,24 +212,46 @@ class Index:
         if not self.matrix.shape[1] or not len(self.ids):
             return [[] for _ in query_ids]
         queries = queries.tocsr()
-        coarse = (_heaviest(queries, QUERY_TERMS) @ self.inverted).tocsr()
+        inverted, matrix = self.inverted, self.matrix
         found = []
         for row, issue_id in enumerate(query_ids):
-            start, end = coarse.indptr[row], coarse.indptr[row + 1]
-            candidates = coarse.indices[start:end]
-            if len(candidates) > CANDIDATES:
-                best = np.argpartition(-coarse.data[start:end], CANDIDATES)[:CANDIDATES]
-                candidates = candidates[best]
-            query = queries[row]
-            exact = (self.matrix[candidates] @ query.T).toarray().ravel()
+            start, end = queries.indptr[row], queries.indptr[row + 1]
+            terms, weights = queries.indices[start:end], queries.data[start:end]
+            # Candidates: the issues that share the query's heaviest terms, scored on them.
+            heaviest = np.argsort(-weights, kind="stable")[:QUERY_TERMS]
+            coarse = np.zeros(len(self.ids), dtype=np.float32)
+            for position in heaviest:
+                term = terms[position]
+                low, high = inverted.indptr[term], inverted.indptr[term + 1]
+                coarse[inverted.indices[low:high]] += weights[position] * inverted.data[low:high]
+            touched = np.flatnonzero(coarse)
+            if len(touched) > CANDIDATES:
+                touched = touched[np.argpartition(-coarse[touched], CANDIDATES)[:CANDIDATES]]
+            # Then each candidate scored on the whole query: the exact cosine.
+            dense = np.zeros(matrix.shape[1], dtype=np.float32)
+            dense[terms] = weights
+            exact = np.array(
+                [
+                    float(
+                        np.dot(
+                            matrix.data[matrix.indptr[c] : matrix.indptr[c + 1]],
+                            dense[matrix.indices[matrix.indptr[c] : matrix.indptr[c + 1]]],
+                        )
+                    )
+                    for c in touched
+                ]
+            )
             matches: list[Match] = []
+            query = queries[row]
             for position in np.argsort(-exact, kind="stable"):
-                candidate = int(candidates[position])
+                candidate = int(touched[position])
                 score = float(exact[position])
                 if score <= 0 or int(self.ids[candidate]) == issue_id:
                     continue
-                terms, frames = self._shared(query, candidate)
-                matches.append(Match(int(self.ids[candidate]), min(score, 1.0), terms, frames))
+                shared_terms, shared_frames = self._shared(query, candidate)
+                matches.append(
+                    Match(int(self.ids[candidate]), min(score, 1.0), shared_terms, shared_frames)
+                )
                 if len(matches) == k:
                     break
             found.append(matches)
@@ -217,24 +278,18 @@ def _unit_rows(blocks: list[Any], count: int) -> sparse.csr_matrix:
     return unit
 
 
-def _heaviest(matrix: sparse.csr_matrix, keep: int) -> sparse.csr_matrix:
-    """Each row with only its `keep` heaviest entries."""
-    counts = np.diff(matrix.indptr)
-    if counts.max(initial=0) <= keep:
-        return matrix
-    indptr = [0]
-    indices: list[Any] = []
-    data: list[Any] = []
-    for row in range(matrix.shape[0]):
-        start, end = matrix.indptr[row], matrix.indptr[row + 1]
-        values = matrix.data[start:end]
-        chosen = np.argpartition(-values, keep)[:keep] if end - start > keep else slice(None)
-        indices.append(matrix.indices[start:end][chosen])
-        data.append(values[chosen])
-        indptr.append(indptr[-1] + len(data[-1]))
-    return sparse.csr_matrix(
-        (np.concatenate(data), np.concatenate(indices), np.array(indptr)), shape=matrix.shape
-    )
+def _weights(
+    tokens: list[str], vocabulary: dict[str, int], idf: Any, offset: int, scale: float
+) -> dict[int, float]:
+    """One block of a row: 1 + log(count) times the idf, as a unit vector times `scale`."""
+    counts: dict[int, int] = {}
+    for token in tokens:
+        column = vocabulary.get(token)
+        if column is not None:
+            counts[column] = counts.get(column, 0) + 1
+    weights = {column: (1.0 + math.log(n)) * float(idf[column]) for column, n in counts.items()}
+    norm = math.sqrt(sum(value * value for value in weights.values())) or 1.0
+    return {offset + column: value / norm * scale for column, value in weights.items()}
 
 
 def path_for(repository: str) -> Path:

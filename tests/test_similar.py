@@ -182,7 +182,7 @@ def test_an_unsafe_url_of_a_similar_issue_is_no_link(client, oncall):
 
 
 def test_a_very_close_earlier_issue_is_a_possible_duplicate(client, oncall, settings):
-    settings.TRIAGE_DUPLICATE_SCORE = 0.6
+    settings.TRIAGE_DUPLICATE_SCORE = 0.65
     original, refiled = decided_twins(oncall)
     client.force_login(oncall)
 

@@ -64,8 +64,7 @@ def find(issue_ids: list[int]) -> int:
 
 
 def _find_in(repository: str, issues: list[Issue]) -> None:
-    index = index_for(repository)
-    vectors = index.upsert(list(_documents(issues)))
+    index, vectors = index_for(repository).upserted(list(_documents(issues)))
     lock = f"similar-index:{repository}"
     if cache.add(lock, "1", LOCK_SECONDS):
         try:

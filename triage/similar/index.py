@@ -194,16 +194,23 @@ class Index:
         state.pop("_word_analyzer", None)
         return state
 
-    def upsert(self, documents: Sequence[Document]) -> sparse.csr_matrix:
-        """Put these issues' rows in the index (replacing older ones), as the vocabulary of the
-        last build sees them; returns the rows."""
+    def upserted(self, documents: Sequence[Document]) -> tuple[Index, sparse.csr_matrix]:
+        """A copy of the index with these issues' rows in it (replacing older ones), as the
+        vocabulary of the last build sees them, and the rows. A copy, not a change: another
+        thread may be reading this index."""
         rows = self.vectors(documents)
         new_ids = np.array([d.issue_id for d in documents], dtype=np.int64)
         keep = ~np.isin(self.ids, new_ids)
-        self.matrix = sparse.vstack([self.matrix[keep], rows], format="csr")
-        self.ids = np.concatenate([self.ids[keep], new_ids])
-        self.inverted = self.matrix.T.tocsr()
-        return rows
+        index = Index(
+            words=self.words,
+            frames=self.frames,
+            names=self.names,
+            word_count=self.word_count,
+            matrix=sparse.vstack([self.matrix[keep], rows], format="csr"),
+            ids=np.concatenate([self.ids[keep], new_ids]),
+            built_at=self.built_at,
+        )
+        return index, rows
 
     def nearest(
         self, queries: sparse.csr_matrix, query_ids: Sequence[int], k: int

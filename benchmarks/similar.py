@@ -54,7 +54,8 @@ def generate(count: int, seed: int = 7) -> tuple[list[Document], dict[str, objec
         return [], {"rng": rng}
     vocabulary = np.array(_words(rng, VOCABULARY))
     zipf = 1.0 / np.arange(1, VOCABULARY + 1) ** 1.05
-    zipf /= zipf.sum()
+    # Drawn by inverting the cumulative distribution: rng.choice(p=...) sums it on every call.
+    cumulative = np.cumsum(zipf / zipf.sum())
     module_words = [rng.choice(vocabulary, MODULE_WORDS, replace=False) for _ in range(MODULES)]
     module_frames = [
         [
@@ -73,7 +74,8 @@ def generate(count: int, seed: int = 7) -> tuple[list[Document], dict[str, objec
     for issue_id in range(1, count + 1):
         module = int(rng.integers(MODULES))
         length = int(rng.integers(40, 400))
-        general = vocabulary[rng.choice(VOCABULARY, size=length * 2 // 3, p=zipf)]
+        drawn = np.searchsorted(cumulative, rng.random(length * 2 // 3))
+        general = vocabulary[np.minimum(drawn, VOCABULARY - 1)]
         topical = rng.choice(module_words[module], size=length // 3)
         body_words = np.concatenate([general, topical])
         rng.shuffle(body_words)

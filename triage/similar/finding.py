@@ -11,12 +11,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from triage.models import Decision, Issue, SimilarIssue
-from triage.similar import index as similar_index
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from django.db.models import QuerySet
+
+    from triage.similar import index as similar_index
+
+# The index (scikit-learn, SciPy) is imported by the functions that use it, in workers: a web
+# process only reads stored rows and never loads it.
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,8 @@ LOCK_SECONDS = 600
 
 
 def _documents(issues: Iterable[Issue]) -> Iterator[similar_index.Document]:
+    from triage.similar import index as similar_index
+
     for issue in issues:
         yield similar_index.Document(issue.pk, issue.title, issue.body)
 
@@ -37,6 +43,8 @@ def _issues(queryset: QuerySet[Issue]) -> QuerySet[Issue]:
 
 def rebuild(repository: str) -> similar_index.Index:
     """Build the repository's index afresh from every issue stored, and save it."""
+    from triage.similar import index as similar_index
+
     rows = _issues(Issue.objects.filter(repository=repository)).order_by("pk")
     index = similar_index.Index.build(_documents(rows.iterator(chunk_size=2000)))
     similar_index.save(repository, index)
@@ -45,6 +53,8 @@ def rebuild(repository: str) -> similar_index.Index:
 
 
 def index_for(repository: str) -> similar_index.Index:
+    from triage.similar import index as similar_index
+
     return similar_index.load(repository) or rebuild(repository)
 
 
@@ -64,6 +74,8 @@ def find(issue_ids: list[int]) -> int:
 
 
 def _find_in(repository: str, issues: list[Issue]) -> None:
+    from triage.similar import index as similar_index
+
     index, vectors = index_for(repository).upserted(list(_documents(issues)))
     lock = f"similar-index:{repository}"
     if cache.add(lock, "1", LOCK_SECONDS):

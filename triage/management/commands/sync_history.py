@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from celery import current_app
 from django.core.management.base import BaseCommand, CommandError
 
 from triage.models import Queue
@@ -41,6 +42,9 @@ class Command(BaseCommand):
         since = _date(options["since"]).isoformat() if options["since"] else None
         # With a worker this enqueues the sync; without one (the embedded default) it runs here.
         sync_history.delay(queue.pk, since)
+        if not current_app.conf.task_always_eager:
+            self.stdout.write(f"{queue.slug}: history sync enqueued; the inbox shows its progress")
+            return
         queue.refresh_from_db()
         self.stdout.write(
             f"{queue.slug}: history {queue.history_state}, {queue.history_seen} issues read"

@@ -23,9 +23,11 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import joblib
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -142,26 +144,45 @@ def main() -> None:
         options.issues = len(documents)
         print(f"read {len(documents):,} issues from {options.corpus}")
 
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     index = Index.build(documents)
     built = time.perf_counter() - started
     print(
-        f"index build: {built:.1f} s ({index.matrix.shape[1]:,} features, "
-        f"{index.matrix.nnz:,} non-zeros)"
+        f"index build: {built:.1f} s, {time.process_time() - started_cpu:.1f} s of CPU "
+        f"({index.matrix.shape[1]:,} features, {index.matrix.nnz:,} non-zeros)"
     )
+
+    with tempfile.TemporaryDirectory() as directory:
+        started = time.perf_counter()
+        path = Path(directory) / "index.joblib"
+        joblib.dump(index, path)
+        saved = time.perf_counter() - started
+        started = time.perf_counter()
+        joblib.load(path)
+        print(
+            f"index file: {path.stat().st_size / 1e6:.0f} MB, saved in {saved:.1f} s, "
+            f"loaded in {time.perf_counter() - started:.1f} s"
+        )
 
     rng = np.random.default_rng(11)
     sample = rng.choice(len(documents), size=min(options.lookups, len(documents)), replace=False)
     timings = []
+    cpu = []
     for position in sample:
         document = documents[int(position)]
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         vector = index.vectors([document])
         index.nearest(vector, [document.issue_id], 5)
         timings.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - started_cpu) * 1000)
     print(
         f"lookup per issue over {len(timings)} issues: p50 {statistics.median(timings):.1f} ms, "
         f"p95 {percentile(timings, 0.95):.1f} ms, max {max(timings):.1f} ms (target < 20 ms)"
+    )
+    # On a shared machine the wall clock counts the others' work too; the CPU time does not.
+    print(
+        f"  CPU time per lookup: p50 {statistics.median(cpu):.1f} ms, "
+        f"p95 {percentile(cpu, 0.95):.1f} ms"
     )
 
     if options.duplicates:

@@ -131,6 +131,11 @@ class Index:
             names += list(frames.get_feature_names_out())
         except ValueError:
             frames = None
+        # Every word the vectorizer pruned, kept for introspection only: it would be most of
+        # the file (scikit-learn's documentation says it may be deleted).
+        for vectorizer in (words, frames):
+            if vectorizer is not None and hasattr(vectorizer, "stop_words_"):
+                del vectorizer.stop_words_
         matrix = _unit_rows(blocks, count)
         return cls(
             words=words,
@@ -189,10 +194,16 @@ class Index:
         return analyzer
 
     def __getstate__(self) -> dict[str, Any]:
-        # The analyzer is rebuilt from the vectorizer after loading; it does not pickle.
+        # The analyzer is rebuilt from the vectorizer after loading (it does not pickle), the
+        # inverted matrix from the matrix (it would double the file).
         state = dict(self.__dict__)
         state.pop("_word_analyzer", None)
+        state.pop("inverted", None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.inverted = self.matrix.T.tocsr()
 
     def upserted(self, documents: Sequence[Document]) -> tuple[Index, sparse.csr_matrix]:
         """A copy of the index with these issues' rows in it (replacing older ones), as the

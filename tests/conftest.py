@@ -53,6 +53,13 @@ def reports_counted_at_once(settings: object) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def similar_index_per_test(settings: object, tmp_path: Any) -> None:
+    # Each test's similar-issue indexes in its own directory: an index names issue ids, and
+    # another test's database has other issues under the same ids.
+    settings.TRIAGE_SIMILAR_DIR = tmp_path / "similar"  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings: object) -> None:
     # PBKDF2's deliberate slowness is for attackers, not for a test that makes ten users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]

@@ -99,6 +99,12 @@ class PageAfterForm(forms.Form):
     after = forms.IntegerField(min_value=1, required=False)
 
 
+class DuplicateForm(forms.Form):
+    """`?duplicate=N` on an issue page: the edit form filled with the duplicate comment."""
+
+    duplicate = forms.IntegerField(min_value=1)
+
+
 class IdListField(forms.Field):
     """Many ids under one name (`?p=1&p=2`), at most `MAX` of them."""
 

@@ -105,6 +105,15 @@ class Queue(models.Model):
     rate_limit = models.PositiveIntegerField(null=True, blank=True)
     rate_reset_at = models.DateTimeField(null=True, blank=True)
 
+    # The history sync (triage.history): closed and triaged issues, read for their final labels.
+    # Its own cursor and state, so that it never holds up nor resets the open-issue sync.
+    history_cursor = models.DateTimeField(null=True, blank=True)
+    history_state = models.CharField(max_length=10, choices=SyncState, default=SyncState.IDLE)
+    history_started_at = models.DateTimeField(null=True, blank=True)
+    history_finished_at = models.DateTimeField(null=True, blank=True)
+    history_seen = models.PositiveIntegerField(default=0)
+    history_error = models.TextField(blank=True)
+
     class Meta:
         ordering = ["position", "slug"]
 
@@ -140,6 +149,24 @@ class Queue(models.Model):
             )
             .update(
                 sync_state=Queue.SyncState.RUNNING, sync_started_at=now, sync_seen=0, sync_error=""
+            )
+        )
+        return claimed == 1
+
+    def claim_history(self) -> bool:
+        """Mark this queue's history as syncing unless a live history sync already holds it."""
+        now = timezone.now()
+        claimed = (
+            Queue.objects.filter(pk=self.pk)
+            .filter(
+                ~Q(history_state=Queue.SyncState.RUNNING)
+                | Q(history_started_at__lt=now - CLAIM_LEASE)
+            )
+            .update(
+                history_state=Queue.SyncState.RUNNING,
+                history_started_at=now,
+                history_seen=0,
+                history_error="",
             )
         )
         return claimed == 1
@@ -181,10 +208,21 @@ class Issue(models.Model):
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
     synced_at = models.DateTimeField(auto_now=True)
+    # When the history sync or a labelled import last stored this issue as a labelled example
+    # (closed, or open with the label that marks it triaged): its labels are final. Null for
+    # the open issues the queues sync; a reopened issue loses it.
+    labelled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["repository", "number"], name="issue_unique_number")
+        ]
+        indexes = [
+            models.Index(
+                fields=["repository", "number"],
+                condition=Q(labelled_at__isnull=False),
+                name="issue_labelled",
+            )
         ]
 
     def __str__(self) -> str:
@@ -810,3 +848,34 @@ def with_label[M: (Issue, Proposal)](queryset: QuerySet[M], field: str, label: s
     # SQLite (the demo) cannot look inside a JSON list: filter the ids here instead.
     ids = [pk for pk, labels in queryset.values_list("pk", field) if label in (labels or [])]
     return queryset.filter(pk__in=ids)
+
+
+class SimilarIssue(models.Model):
+    """One of an issue's most similar issues in its repository, as a worker found it
+    (triage.similar); the issue page reads these rows and never computes."""
+
+    issue = models.ForeignKey(Issue, on_delete=models.CASCADE, related_name="similar_issues")
+    similar = models.ForeignKey(Issue, on_delete=models.CASCADE, related_name="+")
+    rank = models.PositiveSmallIntegerField()
+    # Cosine similarity of the two issues' TF-IDF vectors, from 0 to 1.
+    score = models.FloatField()
+    # Why: the shared words and traceback frames that weigh most, heaviest first.
+    shared_terms = models.JSONField(default=list)
+    shared_frames = models.JSONField(default=list)
+    computed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issue", "rank"], name="similar_issue_rank_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.issue_id} ~ {self.similar_id} ({self.score:.2f})"
+
+    @property
+    def possible_duplicate(self) -> bool:
+        """Very close to an earlier issue: the later one is the duplicate."""
+        return (
+            self.score >= settings.TRIAGE_DUPLICATE_SCORE
+            and self.similar.number < self.issue.number
+        )

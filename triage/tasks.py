@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from datetime import date
+from datetime import UTC, date, datetime
 
 from celery import current_app, shared_task
 from celery.contrib.django.task import DjangoTask
@@ -17,9 +17,11 @@ from kombu.exceptions import KombuError
 
 from triage import agenda, batching, claude, github, ingest, outbox, proposing, reports, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
+from triage.history import sync as history_sync
 from triage.models import Decision, Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
 from triage.signin import membership
+from triage.similar import finding
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +39,9 @@ def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
     if queue is None or not queue.claim_sync():
         return
     queue.refresh_from_db()
+    changed: list[int] = []
     try:
-        sync.sync_queue(queue, on_changed=propose_changed)
+        sync.sync_queue(queue, on_changed=functools.partial(_changed, changed))
     except RetryableGitHubError as exc:
         Queue.objects.filter(pk=queue_id).update(
             sync_state=Queue.SyncState.IDLE,
@@ -58,6 +61,109 @@ def sync_queue(self: DjangoTask[[int], None], queue_id: int) -> None:
             sync_finished_at=timezone.now(),
         )
         raise
+    finally:
+        find_similar_later(changed)
+
+
+def _changed(changed: list[int], issue: Issue) -> None:
+    """A sync's `on_changed`: propose afresh now, and find similar issues once it is done."""
+    propose_changed(issue)
+    changed.append(issue.pk)
+
+
+@shared_task(base=DjangoTask)
+def sync_all_histories() -> None:
+    """Beat: every queue's labelled history stays fresh (an incremental read each time)."""
+    for queue_id in Queue.objects.values_list("pk", flat=True):
+        sync_history.delay(queue_id)
+
+
+@shared_task(base=DjangoTask, bind=True, max_retries=10)
+def sync_history(
+    self: DjangoTask[[int, str | None], None], queue_id: int, since: str | None = None
+) -> None:
+    """Read the queue's closed and triaged issues since its history cursor (or `since`, an ISO
+    date or time), as labelled examples."""
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if queue is None or not queue.claim_history():
+        return
+    queue.refresh_from_db()
+    changed: list[int] = []
+    start = datetime.fromisoformat(since) if since else None
+    if start is not None and start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    try:
+        history_sync.sync_history(
+            queue, on_changed=functools.partial(_changed, changed), since=start
+        )
+    except RetryableGitHubError as exc:
+        Queue.objects.filter(pk=queue_id).update(
+            history_state=Queue.SyncState.IDLE,
+            history_error=f"{exc} (retrying in {exc.retry_after:.0f} s)",
+        )
+        raise self.retry(countdown=exc.retry_after, exc=exc) from exc
+    except (PermanentGitHubError, ValueError) as exc:
+        Queue.objects.filter(pk=queue_id).update(
+            history_state=Queue.SyncState.FAILED,
+            history_error=str(exc),
+            history_finished_at=timezone.now(),
+        )
+    except Exception as exc:
+        Queue.objects.filter(pk=queue_id).update(
+            history_state=Queue.SyncState.FAILED,
+            history_error=f"The history sync stopped: {type(exc).__name__}: {exc}"[:1000],
+            history_finished_at=timezone.now(),
+        )
+        raise
+    finally:
+        find_similar_later(changed)
+
+
+# Issues per similar-issue task; from this many at once the index is rebuilt instead, since
+# a rebuild then costs less than moving rows in and out of the old one.
+SIMILAR_CHUNK = 200
+SIMILAR_REBUILD_FROM = 2000
+
+
+def find_similar_later(issue_ids: list[int]) -> None:
+    """Once committed, find the similar issues of these issues (workers, never a request)."""
+    if len(issue_ids) >= SIMILAR_REBUILD_FROM:
+        repositories = (
+            Issue.objects.filter(pk__in=issue_ids).values_list("repository", flat=True).distinct()
+        )
+        for repository in repositories:
+            rebuild_similar_index.delay_on_commit(repository)
+        return
+    for start in range(0, len(issue_ids), SIMILAR_CHUNK):
+        find_similar.delay_on_commit(issue_ids[start : start + SIMILAR_CHUNK])
+
+
+@shared_task(base=DjangoTask)
+def find_similar(issue_ids: list[int]) -> None:
+    """Find and store the most similar issues of each of these issues (idempotent: the rows of
+    an issue are replaced)."""
+    finding.find(issue_ids)
+
+
+@shared_task(base=DjangoTask)
+def rebuild_similar_index(repository: str) -> None:
+    """Build the repository's index afresh, then find again the similar issues of the issues
+    oncalls are looking at (those with a pending proposal): new history may be nearer."""
+    finding.rebuild(repository)
+    pending = list(
+        Proposal.objects.filter(status=Proposal.Status.PENDING, issue__repository=repository)
+        .values_list("issue_id", flat=True)
+        .distinct()
+    )
+    for start in range(0, len(pending), SIMILAR_CHUNK):
+        find_similar.delay(pending[start : start + SIMILAR_CHUNK])
+
+
+@shared_task(base=DjangoTask)
+def rebuild_similar_indexes() -> None:
+    """Beat: each repository's index takes in the words of the issues it has seen since."""
+    for repository in Queue.objects.values_list("repository", flat=True).distinct():
+        rebuild_similar_index.delay(repository)
 
 
 @shared_task(base=DjangoTask, bind=True, max_retries=10)
@@ -75,6 +181,7 @@ def refresh_issue(self: DjangoTask[[str, int], None], repository: str, number: i
         issue, changed = ingest.upsert(repository, fields)
         if changed:
             propose_changed(issue)
+            find_similar_later([issue.pk])
 
 
 @shared_task(base=DjangoTask)

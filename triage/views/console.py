@@ -29,12 +29,19 @@ from django_htmx.http import push_url
 
 from triage import backlog, outbox, presence, rotation
 from triage.decisions import DecisionError, parse_decision
-from triage.forms import BulkAcceptForm, IdListField, InboxPageForm, PageAfterForm
+from triage.forms import (
+    BulkAcceptForm,
+    DuplicateForm,
+    IdListField,
+    InboxPageForm,
+    PageAfterForm,
+)
 from triage.models import AgendaItem, Decision, Issue, Proposal, Queue, RotationWeek, Write
 from triage.proposing import spent_today
 from triage.roles import decides_somewhere, may_decide
 from triage.rubric import loader
 from triage.signin.handles import handle
+from triage.similar import finding
 from triage.spreadsheets import streamed_csv
 from triage.tasks import add_escalation_to_agenda, send_write_on_commit, sync_queue
 
@@ -350,6 +357,10 @@ def start_sync(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return redirect("inbox", slug=queue.slug)
 
 
+# The rubric template an oncall proposes for a possible duplicate (`d` on the issue page).
+DUPLICATE_TEMPLATE = "duplicate"
+
+
 def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> dict[str, Any]:
     issue = proposal.issue
     previous, following, left = backlog.neighbours(proposal, order)
@@ -375,10 +386,14 @@ def _issue_context(request: HtmxHttpRequest, proposal: Proposal, order: str) -> 
         .select_related("queue")
         .only("pk", "queue__slug", "queue__name")
     )
+    similar = finding.shown_for(issue)
     return {
         "proposal": proposal,
         "issue": issue,
         "queue": proposal.queue,
+        "similar": similar,
+        "duplicate_of": next((row for row in similar if row.possible_duplicate), None),
+        "duplicate_template": rubric.templates.get(DUPLICATE_TEMPLATE),
         "order": order,
         "previous_id": previous,
         "next_id": following,
@@ -418,7 +433,34 @@ def proposal_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     pending = request.session.pop(PENDING_DECISION, None)
     if isinstance(pending, dict) and pending.get("proposal") == proposal.pk:
         context["draft"] = _draft(pending.get("fields") or {})
+    elif "duplicate" in request.GET:
+        draft = _duplicate_draft(request, context)
+        if draft is None:
+            return HttpResponseBadRequest("duplicate must be one of this issue's similar issues.")
+        context["draft"] = draft
     return render(request, "triage/issue.html", context)
+
+
+def _duplicate_draft(request: HtmxHttpRequest, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The edit form filled in to propose the rubric's duplicate comment: the proposal's
+    labels as they are, the template's text after GitHub's "Duplicate of #N" line."""
+    form = DuplicateForm(request.GET)
+    template = context["duplicate_template"]
+    proposal: Proposal = context["proposal"]
+    if not form.is_valid() or template is None:
+        return None
+    number = form.cleaned_data["duplicate"]
+    if not any(row.similar.number == number for row in context["similar"]):
+        return None
+    return _draft(
+        {
+            "kind": ["edit"],
+            "add": list(proposal.add_labels),
+            "remove": list(proposal.remove_labels),
+            "comment": [f"Duplicate of #{number}\n\n{template.body.strip()}"],
+            "note": [f"Possible duplicate of #{number}"],
+        }
+    ) | {"duplicate_of": number}
 
 
 def _draft(fields: dict[str, list[str]]) -> dict[str, Any]:

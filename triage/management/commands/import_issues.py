@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
+from django.utils import timezone
 
 from triage import ingest
-from triage.models import Queue
-from triage.tasks import propose_later
+from triage.history.sync import is_labelled, triaged_labels
+from triage.models import Issue, Queue
+from triage.tasks import find_similar_later, propose_later
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
@@ -18,14 +20,27 @@ if TYPE_CHECKING:
 
 
 class Command(BaseCommand):
-    help = "Import issues from a JSON Lines file in GitHub's REST shape; all or nothing."
+    help = (
+        "Import issues from a JSON Lines file in GitHub's REST shape; all or nothing. With "
+        "--labelled FILE, the closed and triaged ones are stored as labelled examples, as the "
+        "history sync stores them."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("file", type=Path)
+        parser.add_argument("file", type=Path, nargs="?")
+        parser.add_argument(
+            "--labelled",
+            type=Path,
+            metavar="FILE",
+            help="a file of past issues whose labels are final (closed, or marked triaged)",
+        )
         parser.add_argument("--repo", default=settings.GITHUB_DEFAULT_REPOSITORY)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        path: Path = options["file"]
+        if (options["file"] is None) == (options["labelled"] is None):
+            raise CommandError("give one file: FILE, or --labelled FILE")
+        labelled = options["labelled"] is not None
+        path: Path = options["labelled"] if labelled else options["file"]
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         # Two passes over the file, neither holding it: the first checks every line, so that a
@@ -74,11 +89,37 @@ class Command(BaseCommand):
                     store(batch)
                     batch = []
             store(batch)
-            for queue in Queue.objects.filter(repository=options["repo"]):
+            queues = list(Queue.objects.filter(repository=options["repo"]))
+            for queue in queues:
                 propose_later(queue, changed_ids)
+            find_similar_later(changed_ids)
+            examples = _mark_labelled(options["repo"], first_line, queues) if labelled else 0
         self.stdout.write(
             f"{created} new, {updated} updated, {total - created - updated} unchanged"
+            + (f"; {examples} labelled examples" if labelled else "")
         )
+
+
+def _mark_labelled(repository: str, numbers: dict[int, int], queues: list[Queue]) -> int:
+    """Mark the file's closed and triaged issues as labelled examples (and the others not:
+    an issue reopened since an earlier import is one no more); returns how many are."""
+    triaged = frozenset().union(*(triaged_labels(queue) for queue in queues))
+    now = timezone.now()
+    labelled: list[int] = []
+    others: list[int] = []
+    wanted = list(numbers)
+    for start in range(0, len(wanted), BATCH):
+        rows = Issue.objects.filter(
+            repository=repository, number__in=wanted[start : start + BATCH]
+        ).only("pk", "labels", "state")
+        for issue in rows:
+            chosen = labelled if is_labelled(issue.labels, issue.state, triaged) else others
+            chosen.append(issue.pk)
+    for start in range(0, len(labelled), BATCH):
+        Issue.objects.filter(pk__in=labelled[start : start + BATCH]).update(labelled_at=now)
+    for start in range(0, len(others), BATCH):
+        Issue.objects.filter(pk__in=others[start : start + BATCH]).update(labelled_at=None)
+    return len(labelled)
 
 
 # Issues stored per round trip.

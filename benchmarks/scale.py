@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -92,14 +93,53 @@ def raw_issue(number: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+PROPOSING_SAMPLE = 20_000
+DECIDING_PROCESSES = 2
+
+
+def _decide_share(proposal_ids: list[int], user_id: int, seed: int) -> None:
+    """Decide these proposals through the outbox, 200 to a commit (in a forked process)."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections, transaction
+
+    from triage import outbox
+    from triage.models import Proposal
+
+    connections.close_all()  # the parent's connection is not this process's to use
+    rng = random.Random(seed)
+    user = get_user_model().objects.get(pk=user_id)
+    kinds = ("accept", "accept", "edit", "escalate", "reject")
+    for at in range(0, len(proposal_ids), 200):
+        batch = Proposal.objects.select_related("issue", "queue").in_bulk(
+            proposal_ids[at : at + 200]
+        )
+        with transaction.atomic():
+            for proposal in batch.values():
+                kind = rng.choice(kinds)
+                add = [] if kind == "reject" else list(proposal.add_labels)
+                if kind == "edit":
+                    add = [*add[1:], "module: inductor"]
+                outbox.decide(
+                    proposal,
+                    kind=kind,
+                    user=user,
+                    add_labels=add,
+                    remove_labels=[],
+                    comment_body="",
+                    close=False,
+                    note="bench",
+                )
+    connections.close_all()
+
+
 def populate(
     issues: int, decisions: int, seed: int, database_url: str, *, with_workers: bool
 ) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Permission
-    from django.db import transaction
+    from django.db import connections
 
-    from triage import outbox, proposing
+    from triage import proposing
     from triage.models import Issue, Proposal, Queue
 
     rng = random.Random(seed)
@@ -122,15 +162,25 @@ def populate(
     import_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1000
     os.unlink(handle.name)
 
-    Proposal.objects.all().delete()
+    # The rules alone, timed on a sample proposed again: import_issues proposed every issue.
+    ids = list(Issue.objects.order_by("pk").values_list("pk", flat=True)[:PROPOSING_SAMPLE])
+    Proposal.objects.filter(issue_id__in=ids).delete()
     started = time.perf_counter()
-    made = 0
-    ids = list(Issue.objects.order_by("pk").values_list("pk", flat=True))
+    sampled = 0
     for queue in Queue.objects.all():
-        made += proposing.propose_many(queue, ids)
+        sampled += proposing.propose_many(queue, ids)
     proposing_s = time.perf_counter() - started
-
-    workers = time_workers(database_url, made) if with_workers else {}
+    if with_workers:
+        # Every issue proposed again by workers, timed; they leave every proposal made.
+        expected = sampled * (issues + decisions) // max(len(ids), 1)
+        workers = time_workers(database_url, expected)
+    else:
+        # An import_issues that enqueued its proposals (REDIS_URL) left the rest to do here.
+        workers = {}
+        rest = list(Issue.objects.filter(proposals__isnull=True).values_list("pk", flat=True))
+        for queue in Queue.objects.all():
+            proposing.propose_many(queue, rest)
+    made = Proposal.objects.count()
 
     user = get_user_model().objects.create_user("bench", password="bench")
     user.user_permissions.add(Permission.objects.get(codename="decide"))
@@ -138,27 +188,15 @@ def populate(
     pending = list(
         Proposal.objects.filter(status="pending").order_by("?").values_list("pk", flat=True)
     )
-    kinds = ("accept", "accept", "edit", "escalate", "reject")
     chosen = pending[:decisions]
-    for at in range(0, len(chosen), 200):
-        # A commit per 200 decisions: setting up is not what this measures.
-        with transaction.atomic():
-            for pk in chosen[at : at + 200]:
-                proposal = Proposal.objects.select_related("issue", "queue").get(pk=pk)
-                kind = rng.choice(kinds)
-                add = [] if kind == "reject" else list(proposal.add_labels)
-                if kind == "edit":
-                    add = [*add[1:], "module: inductor"]
-                outbox.decide(
-                    proposal,
-                    kind=kind,
-                    user=user,
-                    add_labels=add,
-                    remove_labels=[],
-                    comment_body="",
-                    close=False,
-                    note="bench",
-                )
+    shares = [chosen[index::DECIDING_PROCESSES] for index in range(DECIDING_PROCESSES)]
+    # Setting up is not what this measures: the decisions are made by a few processes at once.
+    connections.close_all()
+    context = multiprocessing.get_context("fork")
+    with context.Pool(DECIDING_PROCESSES) as pool:
+        pool.starmap(
+            _decide_share, [(share, user.pk, seed + index) for index, share in enumerate(shares)]
+        )
     deciding_s = time.perf_counter() - started
     return {
         "workers": workers,
@@ -166,7 +204,7 @@ def populate(
         "import_rss_mb": import_rss_mb,
         "issues_per_s": (issues + decisions) / imported,
         "proposals": made,
-        "proposals_per_s": made / proposing_s,
+        "proposals_per_s": sampled / proposing_s,
         "decisions_per_s": min(decisions, len(pending)) / max(deciding_s, 1e-9),
     }
 
@@ -262,10 +300,15 @@ def time_workers(database_url: str, expected: int) -> dict[str, Any]:
         for queue in Queue.objects.all():
             propose_later(queue, ids)
         samples: list[float] = []
-        while Proposal.objects.count() < expected and time.perf_counter() - started < 3600:
+        count, grown_at = 0, started
+        # Done when the expected proposals are there, or none came for 10 s (an estimate).
+        while count < expected and time.perf_counter() - grown_at < 10:
             samples.append(_tree_rss_mb(worker.pid))
             time.sleep(1)
-        elapsed = time.perf_counter() - started
+            now = Proposal.objects.count()
+            if now > count:
+                count, grown_at = now, time.perf_counter()
+        elapsed = grown_at - started
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)

@@ -202,6 +202,11 @@ CELERY_BEAT_SCHEDULE = {
     },
     "resend-stale-writes": {"task": "triage.tasks.resend_stale_writes", "schedule": 60.0},
     "keep-reports-counted": {"task": "triage.tasks.keep_reports_counted", "schedule": 120.0},
+    # Queues proposing with rules+history learn from what closed and what was decided since.
+    "train-models": {
+        "task": "triage.tasks.train_models",
+        "schedule": env_float("TRIAGE_TRAIN_INTERVAL_SECONDS", 86_400.0),
+    },
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.

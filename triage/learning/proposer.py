@@ -1,0 +1,236 @@
+"""Proposing with a trained model, alone or beside the rules (`rules+history`).
+
+The model proposes only inside the rubric: its labels pass the same policy guard as the rules'.
+Beside the rules it adds what they left open, and where the two disagree the proposal says so
+and its confidence drops. Its evidence is the terms that weighed most, with their spans in the
+issue, and how many of the most similar training issues carry the label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from triage.learning import features
+from triage.rubric.engine import Draft, guard
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import scipy.sparse as sp
+
+    from triage.learning.model import Model
+    from triage.rubric.engine import IssueInput
+    from triage.rubric.loader import Rubric
+
+PROPOSER = "rules+history"
+LEARNED_ALONE = "history"
+# The model adds a label the rules left open from this calibrated probability on.
+ADD_AT = 0.5
+# A label the rules add that the model gives less than this is a disagreement.
+DISAGREE_BELOW = 0.1
+# A proposal with a disagreement keeps this share of its confidence.
+DISAGREEMENT_FACTOR = 0.75
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A model ready to propose: its version (0 when it was never stored) and row id."""
+
+    model: Model
+    version: int = 0
+    row_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Assessment:
+    issue: IssueInput
+    row: sp.csr_matrix
+    probabilities: dict[str, float]
+    # Rows of the model's most similar training issues.
+    neighbours: list[int]
+
+
+def assess(learned: Learned, issues: Sequence[IssueInput]) -> list[Assessment]:
+    """The model's probabilities for many issues, in one matrix product."""
+    if not issues:
+        return []
+    model = learned.model
+    x = model.matrix(issues)
+    probabilities = model.probabilities(x)
+    neighbours = model.neighbours(x)
+    return [
+        Assessment(
+            issue=issue,
+            row=x[i],
+            probabilities={
+                label: float(probabilities[i, j]) for j, label in enumerate(model.labels)
+            },
+            neighbours=neighbours[i],
+        )
+        for i, issue in enumerate(issues)
+    ]
+
+
+def _proposed(assessment: Assessment, exclude: set[str]) -> list[str]:
+    present = set(assessment.issue.labels)
+    ranked = sorted(assessment.probabilities.items(), key=lambda item: -item[1])
+    return [
+        label
+        for label, probability in ranked
+        if probability >= ADD_AT and label not in present and label not in exclude
+    ]
+
+
+def evidence(
+    learned: Learned, assessment: Assessment, labels: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Per label: its probability, the terms that weighed most (with spans), the neighbours."""
+    model = learned.model
+    index = {label: j for j, label in enumerate(model.labels)}
+    known = [label for label in labels if label in index]
+    if not known:
+        return []
+    sources = features.masked_sources(assessment.issue)
+    shown = []
+    for label in known:
+        j = index[label]
+        terms = []
+        for term in model.terms(assessment.row, j):
+            span = features.find_span(sources, term.feature)
+            terms.append(
+                {
+                    "term": term.term,
+                    "weight": round(term.weight, 3),
+                    "source": span.source if span else "",
+                    "start": span.start if span else 0,
+                    "end": span.end if span else 0,
+                    "evidence": span.text if span else "",
+                }
+            )
+        similar = model.neighbours_for(assessment.neighbours, j)
+        shown.append(
+            {
+                "label": label,
+                "probability": round(assessment.probabilities[label], 3),
+                "terms": terms,
+                "neighbours": list(similar.numbers),
+                "carrying": list(similar.carrying),
+            }
+        )
+    return shown
+
+
+def learned_alone(rubric: Rubric, learned: Learned, assessment: Assessment) -> Draft:
+    """The model's own proposal: what it is sure enough of, no rule involved."""
+    add = _proposed(assessment, set())
+    draft = Draft(
+        proposer=LEARNED_ALONE,
+        proposer_version=str(learned.version),
+        rubric_version=rubric.version,
+        add=tuple(add),
+        remove=(),
+        template="",
+        comment="",
+        close=False,
+        score=0.0,
+        tier="low",
+        rationale="",
+        citations=(),
+    )
+    draft = guard(rubric, draft, assessment.issue.labels)
+    if draft.add:
+        score = min(assessment.probabilities[label] for label in draft.add)
+        rationale = "Learned from past triage: " + ", ".join(
+            f"{label} ({assessment.probabilities[label]:.2f})" for label in draft.add
+        )
+    else:
+        score = rubric.no_rule_score
+        rationale = "The model is sure of no label for this issue."
+    return replace(
+        draft,
+        score=round(score, 3),
+        tier=rubric.tier(score),
+        rationale=rationale,
+        learned={"model": learned.version, "labels": evidence(learned, assessment, draft.add)},
+        learned_model=learned.row_id,
+    )
+
+
+def beside_rules(rubric: Rubric, learned: Learned, assessment: Assessment, rules: Draft) -> Draft:
+    """The rules' proposal, with what the model adds where they left it open, and their
+    disagreements: the rules' labels the model thinks wrong, the model's the rules excluded."""
+    probabilities = assessment.probabilities
+    ruled = set(rules.add)
+    wanted = _proposed(assessment, ruled | set(rules.remove))
+    disagreements: list[dict[str, Any]] = []
+    for label in rules.add:
+        probability = probabilities.get(label)
+        if probability is not None and probability < DISAGREE_BELOW:
+            disagreements.append(
+                {
+                    "label": label,
+                    "probability": round(probability, 3),
+                    "why": f"the rules add {label}; the history gives it {probability:.2f}",
+                }
+            )
+    for label in rules.remove:
+        probability = probabilities.get(label)
+        if probability is not None and probability >= ADD_AT:
+            disagreements.append(
+                {
+                    "label": label,
+                    "probability": round(probability, 3),
+                    "why": f"the rules remove {label}; the history gives it {probability:.2f}",
+                }
+            )
+    combined = guard(
+        rubric, replace(rules, add=(*rules.add, *wanted), dropped=()), assessment.issue.labels
+    )
+    added = [label for label in combined.add if label not in ruled]
+    for dropped in combined.dropped:
+        if dropped.action == "add" and dropped.label in wanted and "group" in dropped.reason:
+            # The rules chose another label of the same exclusive group.
+            disagreements.append(
+                {
+                    "label": dropped.label,
+                    "probability": round(probabilities[dropped.label], 3),
+                    "why": f"the history proposes {dropped.label} ({probabilities[dropped.label]:.2f}); "
+                    f"the rules chose otherwise",
+                }
+            )
+    score = rules.score if rules.rules_fired or not added else 1.0
+    if added:
+        score = min(score, *(probabilities[label] for label in added))
+    if disagreements:
+        score *= DISAGREEMENT_FACTOR
+    rationale = rules.rationale
+    if added:
+        rationale += (
+            " The history adds "
+            + ", ".join(f"{label} ({probabilities[label]:.2f})" for label in added)
+            + "."
+        )
+    if disagreements:
+        rationale += (
+            " The rules and the history disagree: "
+            + "; ".join(d["why"] for d in disagreements)
+            + "."
+        )
+    shown = [label for label in combined.add if label in added or label in probabilities]
+    return replace(
+        combined,
+        proposer=PROPOSER,
+        proposer_version=f"rules-{rules.proposer_version}+history-{learned.version}",
+        dropped=(*rules.dropped, *combined.dropped),
+        score=round(score, 3),
+        tier=rubric.tier(score),
+        rationale=rationale.strip(),
+        learned={
+            "model": learned.version,
+            "added": added,
+            "labels": evidence(learned, assessment, shown),
+            "disagreements": disagreements,
+        },
+        learned_model=learned.row_id,
+    )

@@ -60,6 +60,12 @@ def raw(example, split=""):
     return row | ({"split": split} if split else {})
 
 
+def proposed(issue, q):
+    proposal = proposing.propose(issue, q)
+    assert proposal is not None
+    return proposal
+
+
 @pytest.fixture
 def pt2():
     return queue("pt2")
@@ -103,7 +109,7 @@ def test_rules_with_history_adds_the_label_the_rules_left_open_with_its_evidence
     pt2.save()
     title, body = text_of("module: cuda graphs", 77)
     issue = make_issue(title=title, body=body)
-    proposal = proposing.propose(issue, pt2)
+    proposal = proposed(issue, pt2)
     assert proposal is not None
     assert "module: cuda graphs" in proposal.add_labels
     assert proposal.proposer == "rules+history"
@@ -111,8 +117,10 @@ def test_rules_with_history_adds_the_label_the_rules_left_open_with_its_evidence
     assert proposal.proposer_version == f"rules-1+history-{trained.version}"
     assert proposal.learned["added"] == ["module: cuda graphs"]
     [entry] = [e for e in proposal.learned_evidence() if e["label"] == "module: cuda graphs"]
-    assert entry["probability"] == pytest.approx(proposal.score, abs=0.001)
-    assert entry["tier"] == proposal.tier
+    # The proposal is as sure as the history, but what the history adds alone is never high.
+    cap = proposer.HISTORY_CAP * loader.load("pt2").high_tier
+    assert proposal.score == pytest.approx(min(entry["probability"], cap), abs=0.001)
+    assert proposal.tier != "high"
     marked = [term for term in entry["terms"] if term["evidence"]]
     assert marked, entry
     for term in marked:
@@ -134,7 +142,7 @@ def test_a_queue_on_rules_with_history_without_a_model_proposes_with_the_rules_a
     assert pt2.proposer == Queue.Proposer.RULES_HISTORY  # the default
     title, body = text_of("module: cuda graphs", 1)
     issue = make_issue(title=title, body=body)
-    proposal = proposing.propose(issue, pt2)
+    proposal = proposed(issue, pt2)
     assert proposal.proposer == "rules"
     assert proposal.learned_model is None
     assert "No model is trained for this queue yet" in proposal.notice
@@ -142,7 +150,7 @@ def test_a_queue_on_rules_with_history_without_a_model_proposes_with_the_rules_a
     # Once a model is trained the proposal is stale: the issue is proposed again with it.
     store.train(pt2, examples(), "test")
     assert proposing.queues_to_propose(issue) == [pt2]
-    fresh = proposing.propose(issue, pt2)
+    fresh = proposed(issue, pt2)
     assert fresh.pk != proposal.pk
     assert fresh.notice == ""
     assert "module: cuda graphs" in fresh.add_labels
@@ -155,7 +163,7 @@ def test_retraining_makes_a_new_version_and_pending_proposals_follow_it(
     assert (again, new) == (trained, False)  # the same examples: no new version
     title, body = text_of("module: compile ux", 5)
     issue = make_issue(title=title, body=body)
-    first = proposing.propose(issue, pt2)
+    first = proposed(issue, pt2)
     assert first.learned_model == trained
     second, new = store.train(pt2, examples(per_kind=13), "test")
     assert new
@@ -235,35 +243,40 @@ def test_the_guard_drops_a_learned_label_the_rubric_forbids_or_lacks(learned):
     assert "module: flex attention" in proposer.learned_alone(rubric, learned, assessment).add
 
 
-def test_a_disagreement_with_the_rules_is_said_and_lowers_the_confidence(learned):
+def test_a_disagreement_with_the_rules_is_said_and_lowers_the_confidence(learned, monkeypatch):
     rubric = loader.load("pt2")
-    assessment = _assessment(learned, "module: flex attention")
+    assessment = _assessment(learned, "module: compile ux")
     agreed = proposer.beside_rules(
-        rubric, learned, assessment, _rules_draft(rubric, ["module: flex attention"])
+        rubric, learned, assessment, _rules_draft(rubric, ["module: compile ux"])
     )
     assert agreed.learned["disagreements"] == []
     assert agreed.score == 0.85
-    disputed = proposer.beside_rules(
-        rubric, learned, assessment, _rules_draft(rubric, ["module: cuda graphs"])
-    )
-    # The rules' label stays; the history's own goes beside it; both say they disagree.
+    rules = _rules_draft(rubric, ["module: cuda graphs"])
+    assert assessment.probabilities["module: cuda graphs"] < proposer.VETO_BELOW
+    # So sure the rules are wrong, the history leaves their label out, and says so.
+    vetoed = proposer.beside_rules(rubric, learned, assessment, rules)
+    assert "module: cuda graphs" not in vetoed.add
+    assert "so it is left out" in vetoed.learned["disagreements"][0]["why"]
+    monkeypatch.setattr(proposer, "VETO_BELOW", 0.0)
+    disputed = proposer.beside_rules(rubric, learned, assessment, rules)
+    # Otherwise the rules' label stays; the history's own goes beside it; both say they disagree.
     assert disputed.add[0] == "module: cuda graphs"
-    assert "module: flex attention" in disputed.add
+    assert "module: compile ux" in disputed.add
     [disagreement] = disputed.learned["disagreements"]
     assert disagreement["label"] == "module: cuda graphs"
     assert "disagree" in disputed.rationale
-    assert disputed.score < min(0.85, assessment.probabilities["module: flex attention"])
-    assert disputed.score == pytest.approx(
-        min(0.85, assessment.probabilities["module: flex attention"])
-        * proposer.DISAGREEMENT_FACTOR,
-        abs=0.001,
+    undisputed = min(
+        0.85,
+        assessment.probabilities["module: compile ux"],
+        proposer.HISTORY_CAP * rubric.high_tier,
     )
+    assert disputed.score == pytest.approx(undisputed * proposer.DISAGREEMENT_FACTOR, abs=0.001)
 
 
 def test_the_issue_page_shows_the_history_evidence(client, trained, pt2):
     client.force_login(make_user("oncall", oncall=True))
     title, body = text_of("module: cuda graphs", 3)
-    proposal = proposing.propose(make_issue(title=title, body=body), pt2)
+    proposal = proposed(make_issue(title=title, body=body), pt2)
     page = client.get(f"/p/{proposal.pk}/").content.decode()
     assert 'id="learned-evidence"' in page
     assert f"model v{trained.version}" in page
@@ -276,7 +289,7 @@ def test_database_examples_are_closed_issues_of_the_queue_and_approved_decisions
     make_issue(state="closed", labels=["oncall: jit"])  # never in the pt2 queue
     oncall = make_user("oncall", oncall=True)
     approved = make_issue(labels=["oncall: pt2", "needs reproduction"])
-    proposal = proposing.propose(approved, pt2)
+    proposal = proposed(approved, pt2)
     decision = proposal.decide(
         kind=Decision.Kind.EDIT,
         user=oncall,
@@ -286,9 +299,10 @@ def test_database_examples_are_closed_issues_of_the_queue_and_approved_decisions
         close=False,
         note="",
     )
+    assert decision is not None
     outbox.for_decision(decision)
     rejected = make_issue(labels=["oncall: pt2"])
-    proposing.propose(rejected, pt2).decide(
+    proposed(rejected, pt2).decide(
         kind=Decision.Kind.REJECT,
         user=oncall,
         add_labels=[],
@@ -327,6 +341,7 @@ def test_train_model_command_and_beat_task(tmp_path, pt2):
         )
     train_model(pt2.pk)
     latest = LearnedModel.objects.filter(queue=pt2).order_by("-version").first()
+    assert latest is not None
     assert (latest.version, latest.source, latest.examples) == (2, "database", 36)
 
 

@@ -68,6 +68,9 @@ class Model:
     numbers: np.ndarray[Any, np.dtype[np.int64]]
     carries: np.ndarray[Any, np.dtype[np.bool_]]
     feature_names: np.ndarray[Any, np.dtype[Any]]
+    # Per label, the probability from which the model proposes it on its own: where its
+    # out-of-fold precision reached the target (infinity: never, only an opinion).
+    thresholds: np.ndarray[Any, np.dtype[np.float64]]
     format: int = FORMAT
     metrics: dict[str, Any] = field(default_factory=dict)
 

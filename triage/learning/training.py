@@ -41,6 +41,10 @@ MAX_TEXT_FEATURES = 100_000
 SMALL = 100
 # The probability above which a label counts as proposed in the training metrics.
 METRIC_THRESHOLD = 0.5
+# The model proposes a label on its own from the lowest of these probabilities at which its
+# out-of-fold precision, smoothed as (right + 1) / (proposed + 2), reaches the target.
+GATES = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)
+PRECISION_TARGET = 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +110,28 @@ def _fit_vectorizers(
     return vectorizers, sp.hstack(blocks, format="csr", dtype=np.float32)
 
 
-def train(examples: Sequence[Example], rubric: Rubric, *, c: float = C) -> Model:
+def gate(probability: np.ndarray[Any, Any], y: np.ndarray[Any, Any], target: float) -> float:
+    """The lowest probability from which proposing the label is right often enough."""
+    for threshold in GATES:
+        picked = probability >= threshold
+        proposed = int(picked.sum())
+        right = int(y[picked].sum())
+        if proposed and (right + 1) / (proposed + 2) >= target:
+            return threshold
+    return float("inf")
+
+
+def train(
+    examples: Sequence[Example],
+    rubric: Rubric,
+    *,
+    c: float | None = None,
+    precision_target: float | None = None,
+) -> Model:
     """Fit a model on the examples; raises TrainingError when no label can be learned."""
     started = time.perf_counter()
+    c = C if c is None else c
+    precision_target = PRECISION_TARGET if precision_target is None else precision_target
     if not examples:
         raise TrainingError("no labelled issues to learn from")
     documents = [features.document(example.issue) for example in examples]
@@ -126,6 +149,7 @@ def train(examples: Sequence[Example], rubric: Rubric, *, c: float = C) -> Model
     columns: list[np.ndarray[Any, Any]] = []
     intercepts: list[float] = []
     platt: list[tuple[float, float]] = []
+    thresholds: list[float] = []
     skipped: dict[str, int] = {}
     label_metrics: dict[str, dict[str, Any]] = {}
     for label in learnable(rubric):
@@ -147,10 +171,12 @@ def train(examples: Sequence[Example], rubric: Rubric, *, c: float = C) -> Model
         intercepts.append(float(final.intercept_[0]))
         platt.append((a, b))
         probability = 1.0 / (1.0 + np.exp(-(a * scores + b)))
+        thresholds.append(gate(probability, y, precision_target))
         predicted = probability >= METRIC_THRESHOLD
         tp = int((predicted & (y == 1)).sum())
         label_metrics[label] = {
             "positives": positives,
+            "proposed_from": thresholds[-1] if thresholds[-1] != float("inf") else None,
             "tp": tp,
             "fp": int((predicted & (y == 0)).sum()),
             "fn": int((~predicted & (y == 1)).sum()),
@@ -197,5 +223,6 @@ def train(examples: Sequence[Example], rubric: Rubric, *, c: float = C) -> Model
         numbers=np.array([example.issue.number for example in examples], dtype=np.int64),
         carries=carries,
         feature_names=names,
+        thresholds=np.array(thresholds),
         metrics=metrics,
     )

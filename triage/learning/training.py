@@ -110,6 +110,10 @@ def _fit_vectorizers(
     return vectorizers, sp.hstack(blocks, format="csr", dtype=np.float32)
 
 
+def classifier(c: float) -> LinearSVC:
+    return LinearSVC(C=c)
+
+
 def gate(probability: np.ndarray[Any, Any], y: np.ndarray[Any, Any], target: float) -> float:
     """The lowest probability from which proposing the label is right often enough."""
     for threshold in GATES:
@@ -162,10 +166,10 @@ def train(
         folds = StratifiedKFold(
             n_splits=min(FOLDS, positives, negatives), shuffle=True, random_state=0
         )
-        scores = cross_val_predict(LinearSVC(C=c), x, y, cv=folds, method="decision_function")
+        scores = cross_val_predict(classifier(c), x, y, cv=folds, method="decision_function")
         sigmoid = LogisticRegression(C=1e4).fit(scores.reshape(-1, 1), y)
         a, b = float(sigmoid.coef_[0, 0]), float(sigmoid.intercept_[0])
-        final = LinearSVC(C=c).fit(x, y)
+        final = classifier(c).fit(x, y)
         labels.append(label)
         columns.append(final.coef_[0].astype(np.float32))
         intercepts.append(float(final.intercept_[0]))

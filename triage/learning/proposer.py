@@ -28,7 +28,7 @@ LEARNED_ALONE = "history"
 # Chosen by 5-fold cross-validation on the tune split of the real index (`triage/devset/`).
 # The model adds a label the rules left open from this calibrated probability on, and only
 # where its training showed that label right often enough (`training.gate`).
-ADD_AT = 0.6
+ADD_AT = 0.7
 # A label the rules add that the model gives less than this is a disagreement.
 DISAGREE_BELOW = 0.2
 # A proposal with a disagreement keeps this share of its confidence.

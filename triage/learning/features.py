@@ -74,8 +74,9 @@ def exception_tokens(text: str) -> list[str]:
     return tokens
 
 
-def document(issue: IssueInput) -> Document:
-    sources = masked_sources(issue)
+def document(issue: IssueInput, sources: list[tuple[str, str]] | None = None) -> Document:
+    """The issue as the vectorizers read it; `sources`, its `masked_sources` if at hand."""
+    sources = masked_sources(issue) if sources is None else sources
     text = "\n".join(text for _, text in sources)
     structure = [*frame_tokens(text), *exception_tokens(text)]
     return Document(title=sources[0][1], text=text, structure=" ".join(structure))

@@ -29,6 +29,17 @@ TERMS_SHOWN = 3
 NEIGHBOURS = 5
 
 
+# One issue's features: their columns and weights (a row of the matrix, without slicing it).
+type Row = tuple[np.ndarray[Any, np.dtype[Any]], np.ndarray[Any, np.dtype[np.float32]]]
+
+
+def rows(x: sp.csr_matrix) -> list[Row]:
+    return [
+        (x.indices[x.indptr[i] : x.indptr[i + 1]], x.data[x.indptr[i] : x.indptr[i + 1]])
+        for i in range(x.shape[0])
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class Term:
     feature: str  # "<block>|<term>"
@@ -74,8 +85,16 @@ class Model:
     format: int = FORMAT
     metrics: dict[str, Any] = field(default_factory=dict)
 
-    def matrix(self, issues: Sequence[IssueInput]) -> sp.csr_matrix:
-        documents = [features.document(issue) for issue in issues]
+    def matrix(
+        self,
+        issues: Sequence[IssueInput],
+        sources: Sequence[list[tuple[str, str]]] | None = None,
+    ) -> sp.csr_matrix:
+        if sources is None:
+            sources = [features.masked_sources(issue) for issue in issues]
+        documents = [
+            features.document(issue, masked) for issue, masked in zip(issues, sources, strict=True)
+        ]
         return vectorize(self.vectorizers, documents)
 
     def probabilities(self, x: sp.csr_matrix) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -86,12 +105,13 @@ class Model:
         )
         return result
 
-    def terms(self, row: sp.csr_matrix, label: int, limit: int = TERMS_SHOWN) -> list[Term]:
+    def terms(self, row: Row, label: int, limit: int = TERMS_SHOWN) -> list[Term]:
         """The features of this issue that pushed hardest towards the label."""
-        contribution = row.data * self.coef[row.indices, label]
+        indices, data = row
+        contribution = data * self.coef[indices, label]
         order = np.argsort(-contribution)[:limit]
         return [
-            Term(str(self.feature_names[row.indices[i]]), float(contribution[i]))
+            Term(str(self.feature_names[indices[i]]), float(contribution[i]))
             for i in order
             if contribution[i] > 0
         ]

@@ -12,14 +12,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from triage.learning import features
+from triage.learning.model import rows
 from triage.rubric.engine import Draft, guard
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import scipy.sparse as sp
-
-    from triage.learning.model import Model
+    from triage.learning.model import Model, Row
     from triage.rubric.engine import IssueInput
     from triage.rubric.loader import Rubric
 
@@ -51,7 +50,9 @@ class Learned:
 @dataclass(frozen=True)
 class Assessment:
     issue: IssueInput
-    row: sp.csr_matrix
+    # The issue's text as the model read it (`features.masked_sources`), and its features.
+    sources: list[tuple[str, str]]
+    row: Row
     probabilities: dict[str, float]
     # Rows of the model's most similar training issues.
     neighbours: list[int]
@@ -62,13 +63,16 @@ def assess(learned: Learned, issues: Sequence[IssueInput]) -> list[Assessment]:
     if not issues:
         return []
     model = learned.model
-    x = model.matrix(issues)
+    sources = [features.masked_sources(issue) for issue in issues]
+    x = model.matrix(issues, sources)
     probabilities = model.probabilities(x)
     neighbours = model.neighbours(x)
+    features_of = rows(x)
     return [
         Assessment(
             issue=issue,
-            row=x[i],
+            sources=sources[i],
+            row=features_of[i],
             probabilities={
                 label: float(probabilities[i, j]) for j, label in enumerate(model.labels)
             },
@@ -102,13 +106,12 @@ def evidence(
     known = [label for label in labels if label in index]
     if not known:
         return []
-    sources = features.masked_sources(assessment.issue)
     shown = []
     for label in known:
         j = index[label]
         terms = []
         for term in model.terms(assessment.row, j):
-            span = features.find_span(sources, term.feature)
+            span = features.find_span(assessment.sources, term.feature)
             terms.append(
                 {
                     "term": term.term,

@@ -232,6 +232,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "triage.tasks.rebuild_similar_indexes",
         "schedule": env_float("TRIAGE_SIMILAR_REBUILD_SECONDS", 6 * 3600.0),
     },
+    # Queues proposing with rules+history learn from what closed and what was decided since.
+    "train-models": {
+        "task": "triage.tasks.train_models",
+        "schedule": env_float("TRIAGE_TRAIN_INTERVAL_SECONDS", 86_400.0),
+    },
 }
 
 # GitHub. GITHUB_API_URL points at GitHub Enterprise or at the local stand-in.

@@ -367,7 +367,8 @@ def test_backtest_with_the_model_prints_tokens_and_cost(model, tmp_path):
     text = out.getvalue()
     assert "model tokens: 800 in, 90 out" in text
     assert "per issue" in text
-    assert Queue.objects.get(slug="pt2").proposer == Queue.Proposer.RULES  # the row is untouched
+    # The row is untouched: still the default.
+    assert Queue.objects.get(slug="pt2").proposer == Queue.Proposer.RULES_HISTORY
 
 
 def test_backtest_with_the_model_needs_a_key(settings, tmp_path):

@@ -1,13 +1,50 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import TYPE_CHECKING
 
-from triage.models import Decision, Issue, Meeting, Proposal, Queue, TeamMembership, Write
+from django.contrib import admin, messages
+
+from triage import tasks
+from triage.models import (
+    Decision,
+    Issue,
+    LearnedModel,
+    Meeting,
+    Proposal,
+    Queue,
+    TeamMembership,
+    Write,
+)
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+    from django.http import HttpRequest
 
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin[Queue]):
-    list_display = ["slug", "name", "repository", "github_team", "deciders", "sync_state"]
+    list_display = [
+        "slug",
+        "name",
+        "repository",
+        "proposer",
+        "github_team",
+        "deciders",
+        "sync_state",
+    ]
+    actions = ["train_models"]
+
+    @admin.action(description="Train the learned model on the queue's labelled history")
+    def train_models(self, request: HttpRequest, queryset: QuerySet[Queue]) -> None:
+        for queue in queryset:
+            tasks.train_model.delay_on_commit(queue.pk)
+        self.message_user(
+            request,
+            f"Training {queryset.count()} queue(s) in the background: each gets a new model "
+            "version unless its labelled issues are those of the last one.",
+            messages.INFO,
+        )
+
     readonly_fields = [
         "sync_state",
         "sync_started_at",
@@ -41,6 +78,20 @@ class DecisionAdmin(admin.ModelAdmin[Decision]):
     list_display = ["pk", "proposal", "kind", "decided_by", "decided_at"]
     list_filter = ["kind"]
 
+    def has_add_permission(self, request: object, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: object, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(LearnedModel)
+class LearnedModelAdmin(admin.ModelAdmin[LearnedModel]):
+    list_display = ["queue", "version", "trained_at", "examples", "source", "rubric_version"]
+    list_filter = ["queue"]
+    exclude = ["fitted"]
+
+    # Versions are made by training (train_model, the beat task, the queue's admin action).
     def has_add_permission(self, request: object, obj: object = None) -> bool:
         return False
 

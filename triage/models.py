@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from triage import judging
 from triage.rubric import loader
+from triage.rubric.engine import IssueInput
 
 if TYPE_CHECKING:
     from triage.rubric.engine import Draft
@@ -57,10 +58,12 @@ class Queue(models.Model):
 
     class Proposer(models.TextChoices):
         RULES = "rules"
+        RULES_HISTORY = "rules+history", "Rules, and a model learned from past triage"
         LLM = "llm", "Claude"
         HYBRID = "hybrid", "Rules, then Claude where they are unsure"
 
-    proposer = models.CharField(max_length=10, choices=Proposer, default=Proposer.RULES)
+    # rules+history proposes with the rules alone, and says so, until a model is trained.
+    proposer = models.CharField(max_length=20, choices=Proposer, default=Proposer.RULES_HISTORY)
     hybrid_threshold = models.FloatField(
         default=0.7, help_text="In hybrid mode, rule proposals scoring below this also ask Claude."
     )
@@ -124,6 +127,11 @@ class Queue(models.Model):
         # GitHub matches team names whatever their case; memberships are stored lower-cased.
         self.github_team = self.github_team.strip().lower()
         super().save(*args, **kwargs)
+
+    @property
+    def asks_claude(self) -> bool:
+        """Whether its proposals may call the model (and cost money)."""
+        return self.proposer in (Queue.Proposer.LLM, Queue.Proposer.HYBRID)
 
     def matches(self, labels: list[str], state: str) -> bool:
         if state != "open":
@@ -234,6 +242,18 @@ class Issue(models.Model):
         host: a `javascript:` URL must never become a link in the console's origin."""
         return safe_github_url(self.html_url)
 
+    def as_input(self) -> IssueInput:
+        """The issue as a proposer reads it."""
+        return IssueInput(
+            number=self.number,
+            title=self.title,
+            body=self.body,
+            labels=tuple(self.labels),
+            comments=tuple(
+                (int(c.get("id") or 0), str(c.get("body") or "")) for c in self.comments
+            ),
+        )
+
     @property
     def content_hash(self) -> str:
         """What a proposal saw: text, comments and labels. A change to any of them re-proposes."""
@@ -292,6 +312,11 @@ class Proposal(models.Model):
     notice = models.TextField(blank=True)
     # Hybrid mode: the other proposer's answer where the two disagree.
     alternative = models.JSONField(default=dict, blank=True)
+    # rules+history: the model's evidence and disagreements, and the model version it used.
+    learned = models.JSONField(default=dict, blank=True)
+    learned_model = models.ForeignKey(
+        "LearnedModel", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(default=timezone.now)
     # The issue's, copied: the inbox sorts on it, and an index cannot span a join.
     issue_created_at = models.DateTimeField()
@@ -347,6 +372,8 @@ class Proposal(models.Model):
             cost_usd=draft.cost_usd,
             notice=draft.notice,
             alternative=dict(draft.alternative),
+            learned=dict(draft.learned),
+            learned_model_id=draft.learned_model,
         )
 
     @property
@@ -362,26 +389,60 @@ class Proposal(models.Model):
         model = {*self.add_labels, *(f"-{r}" for r in self.remove_labels)}
         return {"only_model": sorted(model - rules), "only_rules": sorted(rules - model)}
 
-    def cited_evidence(self) -> list[dict[str, Any]]:
-        """The citations, each with the text around its evidence so the span can be marked."""
+    def _texts(self) -> dict[str, str]:
         issue = self.issue
-        texts = {"title": issue.title, "body": issue.body} | {
+        return {"title": issue.title, "body": issue.body} | {
             f"comment:{comment.get('id')}": str(comment.get("body") or "")
             for comment in issue.comments
         }
-        cited = []
-        for citation in self.citations:
-            text = texts.get(citation["source"], "")
-            start, end = citation["start"], citation["end"]
-            if citation["evidence"] and text[start:end] == citation["evidence"]:
-                context = {
-                    "before": text[max(0, start - 60) : start],
-                    "after": text[end : end + 60],
+
+    @staticmethod
+    def _with_context(quote: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
+        """The quote with the text around its span, so the span can be marked; no context
+        when the text changed since and the span no longer holds the quote."""
+        text = texts.get(quote["source"], "")
+        start, end = quote["start"], quote["end"]
+        if quote["evidence"] and text[start:end] == quote["evidence"]:
+            return quote | {
+                "before": text[max(0, start - 60) : start],
+                "after": text[end : end + 60],
+            }
+        return quote | {"before": "", "after": ""}
+
+    def cited_evidence(self) -> list[dict[str, Any]]:
+        """The citations, each with the text around its evidence so the span can be marked."""
+        texts = self._texts()
+        return [self._with_context(citation, texts) for citation in self.citations]
+
+    def learned_evidence(self) -> list[dict[str, Any]]:
+        """What the learned model said per label: its probability and tier, whether it or the
+        rules proposed the label, the terms that weighed most (marked in their context), and
+        the similar past issues that carry the label."""
+        if not self.learned:
+            return []
+        texts = self._texts()
+        rubric = loader.load(self.queue.rubric)
+        added = set(self.learned.get("added", []))
+        shown = []
+        for entry in self.learned.get("labels", []):
+            shown.append(
+                entry
+                | {
+                    "tier": rubric.tier(entry["probability"]),
+                    "by_history": entry["label"] in added or self.proposer != "rules+history",
+                    "terms": [self._with_context(term, texts) for term in entry["terms"]],
+                    "neighbour_links": [
+                        (
+                            number,
+                            safe_github_url(
+                                f"https://{settings.GITHUB_WEB_HOST}/{self.issue.repository}/issues/{number}"
+                            ),
+                        )
+                        for number in entry["carrying"]
+                    ],
                 }
-            else:
-                context = {"before": "", "after": ""}
-            cited.append(citation | context)
-        return cited
+            )
+        return shown
 
     def changed_since(self) -> dict[str, list[str]] | None:
         """What changed on the issue since this proposal was made (None: nothing did): labels
@@ -439,6 +500,39 @@ class Proposal(models.Model):
             )
             Verdict.record(decision)
         return decision
+
+
+class LearnedModel(models.Model):
+    """One version of a queue's classifier, trained on issues whose labels are final.
+
+    Like a rubric version, a proposal records the one it used. The fitted model is stored
+    pickled (`triage.learning.store`): it is only ever read back by the code that wrote it, and
+    a model written by another scikit-learn version is not read but retrained.
+    """
+
+    queue = models.ForeignKey(Queue, on_delete=models.CASCADE, related_name="learned_models")
+    version = models.PositiveIntegerField()
+    trained_at = models.DateTimeField(default=timezone.now)
+    examples = models.PositiveIntegerField()
+    # Where the examples came from ("database", or a file's name) and a hash of them with the
+    # rubric's vocabulary: training again on the same examples makes no new version.
+    source = models.CharField(max_length=200)
+    fingerprint = models.CharField(max_length=64)
+    rubric_version = models.CharField(max_length=64)
+    labels = models.JSONField(default=list)
+    # Out-of-fold precision and recall per label and overall, features, seconds taken.
+    metrics = models.JSONField(default=dict)
+    library_version = models.CharField(max_length=30)
+    fitted = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "version"], name="learned_model_version")
+        ]
+        ordering = ["queue", "-version"]
+
+    def __str__(self) -> str:
+        return f"{self.queue.slug} model v{self.version}"
 
 
 class ModelBatch(models.Model):

@@ -13,6 +13,8 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from triage import claude
+from triage.learning import loading
+from triage.learning import proposer as learned_proposer
 from triage.models import Issue, Proposal, Queue, Write
 from triage.rubric import engine, loader
 
@@ -22,13 +24,7 @@ if TYPE_CHECKING:
 
 
 def issue_input(issue: Issue) -> engine.IssueInput:
-    return engine.IssueInput(
-        number=issue.number,
-        title=issue.title,
-        body=issue.body,
-        labels=tuple(issue.labels),
-        comments=tuple((int(c.get("id") or 0), str(c.get("body") or "")) for c in issue.comments),
-    )
+    return issue.as_input()
 
 
 # GitHub's clock and ours: a change this close after the console's own write is taken for it.
@@ -66,11 +62,23 @@ def _current(issue: Issue, queue: Queue) -> Proposal | None:
     return Proposal.objects.filter(issue=issue, queue=queue, status=Proposal.Status.PENDING).first()
 
 
-def is_fresh(proposal: Proposal | None, issue: Issue, rubric: Rubric) -> bool:
+def expected_model(queue: Queue) -> int | None:
+    """The stored model a fresh proposal of this queue would use (None: none)."""
+    if queue.proposer != Queue.Proposer.RULES_HISTORY:
+        return None
+    learned = loading.for_queue(queue)
+    return learned.row_id if learned is not None else None
+
+
+def is_fresh(
+    proposal: Proposal | None, issue: Issue, rubric: Rubric, learned_model: int | None = None
+) -> bool:
+    """Made from this text, this rubric and the queue's current model: nothing to redo."""
     return (
         proposal is not None
         and proposal.input_hash == issue.content_hash
         and proposal.rubric_version == rubric.version
+        and proposal.learned_model_id == learned_model
     )
 
 
@@ -89,7 +97,8 @@ def queues_to_propose(issue: Issue) -> list[Queue]:
             continue
         if is_settled(issue, queue):
             continue
-        if not is_fresh(_current(issue, queue), issue, loader.load(queue.rubric)):
+        rubric = loader.load(queue.rubric)
+        if not is_fresh(_current(issue, queue), issue, rubric, expected_model(queue)):
             needed.append(queue)
     return needed
 
@@ -112,7 +121,7 @@ def model_unavailable(queue: Queue) -> str:
 
 
 def wants_model(queue: Queue, rules: Draft) -> bool:
-    if queue.proposer == Queue.Proposer.RULES:
+    if not queue.asks_claude:
         return False
     if queue.proposer == Queue.Proposer.HYBRID:
         return not rules.rules_fired or rules.score < queue.hybrid_threshold
@@ -137,8 +146,28 @@ def combine(queue: Queue, rules: Draft, model: Draft) -> Draft:
     return replace(hybrid, alternative=rules.summary()) if ours != theirs else hybrid
 
 
+def with_history(
+    queue: Queue, rubric: Rubric, issues: list[engine.IssueInput], rules: list[Draft]
+) -> list[Draft]:
+    """The rules' drafts with what the queue's learned model adds and disputes; the rules'
+    own, saying so, while no model is trained."""
+    learned = loading.for_queue(queue)
+    if learned is None:
+        notice = (
+            f"No model is trained for this queue yet (`manage.py train_model --queue {queue.slug}`)"
+        )
+        return [with_notice(draft, notice) for draft in rules]
+    assessments = learned_proposer.assess(learned, issues)
+    return [
+        learned_proposer.beside_rules(rubric, learned, assessment, draft)
+        for assessment, draft in zip(assessments, rules, strict=True)
+    ]
+
+
 def draft_for(queue: Queue, rubric: Rubric, issue: engine.IssueInput) -> Draft:
     rules = engine.propose(rubric, issue)
+    if queue.proposer == Queue.Proposer.RULES_HISTORY:
+        return with_history(queue, rubric, [issue], [rules])[0]
     if not wants_model(queue, rules):
         return rules
     reason = model_unavailable(queue)
@@ -184,7 +213,7 @@ def propose(issue: Issue, queue: Queue) -> Proposal | None:
         return None
     rubric = loader.load(queue.rubric)
     current = _current(issue, queue)
-    if current is not None and is_fresh(current, issue, rubric):
+    if current is not None and is_fresh(current, issue, rubric, expected_model(queue)):
         return current
     return save(issue, queue, draft_for(queue, rubric, issue_input(issue)))
 
@@ -202,6 +231,7 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
     each call is its own request anyway.
     """
     rubric = loader.load(queue.rubric)
+    learned_model = expected_model(queue)
     made = 0
     for start in range(0, len(issue_ids), PROPOSE_CHUNK):
         chunk = issue_ids[start : start + PROPOSE_CHUNK]
@@ -211,7 +241,7 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
         Proposal.objects.filter(
             issue_id__in=leaving, queue=queue, status=Proposal.Status.PENDING
         ).update(status=Proposal.Status.WITHDRAWN)
-        if queue.proposer != Queue.Proposer.RULES:
+        if queue.asks_claude:
             made += sum(propose(issue, queue) is not None for issue in staying)
             continue
         decided = set(
@@ -227,12 +257,21 @@ def propose_many(queue: Queue, issue_ids: list[int]) -> int:
             proposal.issue_id: proposal
             for proposal in Proposal.objects.filter(
                 issue_id__in=chunk, queue=queue, status=Proposal.Status.PENDING
-            ).only("pk", "issue_id", "input_hash", "rubric_version")
+            ).only("pk", "issue_id", "input_hash", "rubric_version", "learned_model")
         }
-        fresh = [
-            Proposal.from_draft(issue, queue, engine.propose(rubric, issue_input(issue)))
+        due = [
+            issue
             for issue in staying
-            if issue.pk not in settled and not is_fresh(current.get(issue.pk), issue, rubric)
+            if issue.pk not in settled
+            and not is_fresh(current.get(issue.pk), issue, rubric, learned_model)
+        ]
+        inputs = [issue_input(issue) for issue in due]
+        drafts = [engine.propose(rubric, issue) for issue in inputs]
+        if queue.proposer == Queue.Proposer.RULES_HISTORY:
+            drafts = with_history(queue, rubric, inputs, drafts)
+        fresh = [
+            Proposal.from_draft(issue, queue, draft)
+            for issue, draft in zip(due, drafts, strict=True)
         ]
         with transaction.atomic():
             stale = [current[p.issue_id].pk for p in fresh if p.issue_id in current]

@@ -18,6 +18,8 @@ from kombu.exceptions import KombuError
 from triage import agenda, batching, claude, github, ingest, outbox, proposing, reports, sync
 from triage.github import PermanentGitHubError, RetryableGitHubError
 from triage.history import sync as history_sync
+from triage.learning import store
+from triage.learning.training import TrainingError
 from triage.models import Decision, Issue, ModelBatch, Proposal, Queue
 from triage.rubric import loader
 from triage.signin import membership
@@ -201,15 +203,43 @@ def propose_issues(queue_id: int, issue_ids: list[int]) -> None:
 
 @shared_task(base=DjangoTask)
 def repropose_stale() -> None:
-    """Pending proposals made from an older rubric get a fresh one; decided ones never do."""
+    """Pending proposals made from an older rubric or model get a fresh one; decided ones
+    never do."""
     for queue in Queue.objects.all():
         version = loader.load(queue.rubric).version
         stale = Proposal.objects.filter(queue=queue, status=Proposal.Status.PENDING).exclude(
-            rubric_version=version
+            rubric_version=version, learned_model=proposing.expected_model(queue)
         )
         issue_ids = list(stale.values_list("issue_id", flat=True))
         if issue_ids:
             propose_later(queue, issue_ids)
+
+
+@shared_task(base=DjangoTask)
+def train_models() -> None:
+    """Beat: every queue that proposes with a learned model learns from the latest history."""
+    for queue_id in Queue.objects.filter(proposer=Queue.Proposer.RULES_HISTORY).values_list(
+        "pk", flat=True
+    ):
+        train_model.delay(queue_id)
+
+
+@shared_task(base=DjangoTask)
+def train_model(queue_id: int) -> None:
+    """A new model version for the queue, unless its examples are those of the latest one;
+    pending proposals then follow the new version."""
+    queue = Queue.objects.filter(pk=queue_id).first()
+    if queue is None:
+        return
+    try:
+        row, new = store.train(queue)
+    except TrainingError as exc:
+        # Too little history yet: permanent until more issues close, so not retried.
+        log.info("queue %s: no model trained: %s", queue.slug, exc)
+        return
+    if new:
+        log.info("queue %s: model v%s trained on %s issues", queue.slug, row.version, row.examples)
+        repropose_stale.delay()
 
 
 @shared_task(base=DjangoTask)
@@ -311,7 +341,7 @@ def propose_later(queue: Queue, issue_ids: list[int]) -> None:
     """Propose for these issues once committed: a model queue's backlog as one Message Batch."""
     # Batches are collected by beat: with tasks run in-process there is none to wait for them.
     if (
-        queue.proposer != Queue.Proposer.RULES
+        queue.asks_claude
         and settings.ANTHROPIC_API_KEY
         and len(issue_ids) >= settings.TRIAGE_BATCH_THRESHOLD
         and not current_app.conf.task_always_eager

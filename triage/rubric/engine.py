@@ -90,6 +90,9 @@ class Draft:
     notice: str = ""
     # In hybrid mode, the other proposer's answer where the two disagree.
     alternative: dict[str, Any] = field(default_factory=dict)
+    # A learned proposer's evidence (`triage.learning.proposer`) and the stored model's id.
+    learned: dict[str, Any] = field(default_factory=dict)
+    learned_model: int | None = None
 
     def summary(self) -> dict[str, Any]:
         return {

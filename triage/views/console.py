@@ -330,7 +330,7 @@ def _week_context(
 
 
 def _spend(queue: Queue) -> dict[str, Decimal]:
-    if queue.proposer == Queue.Proposer.RULES:
+    if not queue.asks_claude:
         return {}
     month = timezone.now() - timedelta(days=30)
     total = Proposal.objects.filter(queue=queue, created_at__gte=month).aggregate(s=Sum("cost_usd"))

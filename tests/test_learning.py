@@ -8,12 +8,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from tests.factories import make_issue, make_user, queue
 from triage import outbox, proposing
 from triage.learning import proposer, store, training
 from triage.learning.proposer import Learned
-from triage.models import Decision, LearnedModel, Proposal, Queue
+from triage.models import Decision, Issue, LearnedModel, Proposal, Queue
 from triage.rubric import engine, loader
 from triage.tasks import repropose_stale, train_model
 
@@ -284,9 +285,16 @@ def test_the_issue_page_shows_the_history_evidence(client, trained, pt2):
     assert "<mark>" in page.split('id="learned-evidence"')[1]
 
 
+def labelled(issue: Issue) -> Issue:
+    """As the history sync stores a closed issue."""
+    Issue.objects.filter(pk=issue.pk).update(labelled_at=timezone.now())
+    return issue
+
+
 def test_database_examples_are_closed_issues_of_the_queue_and_approved_decisions(pt2):
-    closed = make_issue(state="closed", labels=["oncall: pt2", "module: inductor"])
-    make_issue(state="closed", labels=["oncall: jit"])  # never in the pt2 queue
+    closed = labelled(make_issue(state="closed", labels=["oncall: pt2", "module: inductor"]))
+    labelled(make_issue(state="closed", labels=["oncall: jit"]))  # never in the pt2 queue
+    make_issue(state="closed", labels=["oncall: pt2", "module: dynamo"])  # not read as history
     oncall = make_user("oncall", oncall=True)
     approved = make_issue(labels=["oncall: pt2", "needs reproduction"])
     proposal = proposed(approved, pt2)
@@ -333,11 +341,13 @@ def test_train_model_command_and_beat_task(tmp_path, pt2):
     with pytest.raises(CommandError, match="no model trained"):
         call_command("train_model", "--queue", "pt2", stdout=StringIO())
     for example in examples():
-        make_issue(
-            title=example.issue.title,
-            body=example.issue.body,
-            labels=sorted(example.labels),
-            state="closed",
+        labelled(
+            make_issue(
+                title=example.issue.title,
+                body=example.issue.body,
+                labels=sorted(example.labels),
+                state="closed",
+            )
         )
     train_model(pt2.pk)
     latest = LearnedModel.objects.filter(queue=pt2).order_by("-version").first()

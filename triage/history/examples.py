@@ -26,7 +26,7 @@ APPROVALS = (Decision.Kind.ACCEPT, Decision.Kind.EDIT, Decision.Kind.ESCALATE)
 
 def labelled(repository: str) -> Iterator[Example]:
     """The history's examples, then the issues whose only final labels are a decision's (the
-    last approval of each issue, unless its write was undone)."""
+    last approval of each issue, unless its write was undone or conflicted)."""
     seen: set[int] = set()
     history = (
         Issue.objects.filter(repository=repository, labelled_at__isnull=False)
@@ -38,7 +38,8 @@ def labelled(repository: str) -> Iterator[Example]:
         yield Example(issue.pk, issue.number, sorted(issue.labels), "history")
     approvals = (
         Decision.objects.filter(proposal__issue__repository=repository, kind__in=APPROVALS)
-        .exclude(write__state=Write.State.WITHDRAWN)
+        # An undone write left the labels as they were; a conflicting one left them to a human.
+        .exclude(write__state__in=[Write.State.WITHDRAWN, Write.State.CONFLICT])
         .select_related("proposal__issue")
         .only(
             "add_labels",

@@ -1,8 +1,8 @@
 """A queue's trained models in the database: the examples they learn from, their versions.
 
-A labelled example is an issue whose labels are final: a closed issue of the queue's
-repository that was in the queue (its final labels carry the queue's), or an open issue whose
-decision in the console was approved (its final labels are what the decision wrote).
+A queue learns from the labelled examples of its repository (triage.history.examples: issues
+the history sync read closed or triaged, and issues whose approved decision wrote their final
+labels) whose final labels carry the queue's.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import sklearn
 from django.db import transaction
 
 from triage.backtest import closure
+from triage.history import examples as history_examples
 from triage.learning import model as model_module
 from triage.learning import training
-from triage.models import Decision, Issue, LearnedModel, Queue
+from triage.models import Issue, LearnedModel, Queue
 from triage.rubric import loader
 
 if TYPE_CHECKING:
@@ -29,31 +30,22 @@ if TYPE_CHECKING:
 DATABASE = "database"
 # Older versions keep their row (proposals name them) but not their fitted model.
 VERSIONS_KEPT = 3
-APPROVED = (Decision.Kind.ACCEPT, Decision.Kind.EDIT, Decision.Kind.ESCALATE)
 
 
 def examples(queue: Queue) -> Iterator[training.Example]:
-    """The queue's labelled issues in the database, oldest number first."""
+    """The queue's labelled issues in the database (triage.history.examples says which are),
+    oldest number first: those whose final labels carry the queue's."""
     required = set(queue.require_labels)
-    closed = Issue.objects.filter(repository=queue.repository, state="closed").order_by("number")
-    for issue in closed.iterator(chunk_size=500):
-        if required <= closure(issue.labels):
-            yield training.Example(issue.as_input(), frozenset(issue.labels))
-    latest: dict[int, Decision] = {}
-    decisions = (
-        Decision.objects.filter(proposal__queue=queue, proposal__issue__state="open")
-        .exclude(write__state__in=["conflict", "withdrawn"])
-        .select_related("proposal__issue")
-        .order_by("decided_at", "pk")
+    chosen = sorted(
+        (example.number, example.issue_id, example.labels)
+        for example in history_examples.labelled(queue.repository)
+        if required <= closure(example.labels)
     )
-    for decision in decisions.iterator(chunk_size=500):
-        latest[decision.proposal.issue_id] = decision
-    for decision in sorted(latest.values(), key=lambda d: d.proposal.issue.number):
-        if decision.kind not in APPROVED:
-            continue
-        proposal = decision.proposal
-        final = (set(proposal.labels_seen) | set(decision.add_labels)) - set(decision.remove_labels)
-        yield training.Example(proposal.issue.as_input(), frozenset(final))
+    for at in range(0, len(chosen), 500):
+        batch = chosen[at : at + 500]
+        issues = Issue.objects.in_bulk([issue_id for _, issue_id, _ in batch])
+        for _, issue_id, labels in batch:
+            yield training.Example(issues[issue_id].as_input(), frozenset(labels))
 
 
 def fingerprint(examples: Sequence[training.Example], rubric_labels: Sequence[str]) -> str:

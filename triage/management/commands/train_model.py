@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 class Command(BaseCommand):
     help = (
         "Train a new version of a queue's learned model: on the database's labelled issues "
-        "(closed issues of the queue, and open ones whose decision was approved), or on a JSON "
-        "Lines file of issues with their final labels."
+        "(read by sync_history or import_issues --labelled, and those whose decision here was "
+        "approved), or on a JSON Lines file of issues with their final labels."
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
